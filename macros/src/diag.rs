@@ -1,0 +1,190 @@
+//! Diagnostics: every error the macro reports, with where it points and how to fix it.
+//!
+//! Errors are collected, never thrown: each stage pushes into [`Diagnostics`] and goes on, so a
+//! build shows every mistake of a spec at once. A position is either a place in the YAML file
+//! (rendered as `--> file:line:col` plus the quoted line, because a proc-macro cannot point a
+//! span into a non-Rust file on stable) or a Rust token span (the inline DSL).
+
+use std::fmt::Write as _;
+
+use proc_macro2::{Span, TokenStream};
+use quote::quote_spanned;
+
+/// A 1-based position in a spec file, with the length of the text to underline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pos {
+    pub line: usize,
+    pub col: usize,
+    pub len: usize,
+}
+
+impl Pos {
+    pub fn line_col(line: usize, col: usize) -> Self {
+        Pos { line, col, len: 1 }
+    }
+    pub fn with_len(self, len: usize) -> Self {
+        Pos {
+            len: len.max(1),
+            ..self
+        }
+    }
+}
+
+/// Where a model item came from.
+#[derive(Clone, Copy, Debug)]
+pub enum Loc {
+    /// A position in the YAML spec file.
+    File(Pos),
+    /// A token of the inline DSL.
+    Span(Span),
+}
+
+impl From<Pos> for Loc {
+    fn from(pos: Pos) -> Self {
+        Loc::File(pos)
+    }
+}
+
+impl From<Span> for Loc {
+    fn from(span: Span) -> Self {
+        Loc::Span(span)
+    }
+}
+
+/// One error: what is wrong, where, and how to fix it.
+#[derive(Clone, Debug)]
+pub struct Diagnostic {
+    pub loc: Loc,
+    pub pos: Pos,
+    pub message: String,
+    pub help: Vec<String>,
+}
+
+impl Diagnostic {
+    pub fn new(loc: impl Into<Loc>, message: impl Into<String>) -> Self {
+        let loc = loc.into();
+        let pos = match loc {
+            Loc::File(pos) => pos,
+            Loc::Span(_) => Pos::line_col(0, 0),
+        };
+        Diagnostic {
+            loc,
+            pos,
+            message: message.into(),
+            help: Vec::new(),
+        }
+    }
+
+    #[must_use]
+    pub fn help(mut self, help: impl Into<String>) -> Self {
+        self.help.push(help.into());
+        self
+    }
+
+    /// Adds "did you mean `x`?" when a candidate is close to `wrong`.
+    #[must_use]
+    pub fn suggest<'a>(self, wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Self {
+        match crate::names::closest(wrong, candidates) {
+            Some(best) => self.help(format!("did you mean `{best}`?")),
+            None => self,
+        }
+    }
+
+    /// Renders the message the compiler shows. `file` is the spec file for YAML positions.
+    pub fn render(&self, file: Option<&SourceFile>) -> String {
+        let mut out = self.message.clone();
+        if let (Loc::File(pos), Some(file)) = (self.loc, file) {
+            let number = pos.line.to_string();
+            let pad = " ".repeat(number.len());
+            let _ = write!(out, "\n{pad}--> {}:{}:{}", file.display, pos.line, pos.col);
+            if let Some(text) = file.line(pos.line) {
+                let caret_pad = " ".repeat(pos.col.saturating_sub(1));
+                let carets = "^".repeat(pos.len);
+                let _ = write!(
+                    out,
+                    "\n{pad} |\n{number} | {text}\n{pad} | {caret_pad}{carets}"
+                );
+            }
+        }
+        for help in &self.help {
+            let _ = write!(out, "\n = help: {help}");
+        }
+        out
+    }
+}
+
+/// The spec file being compiled: its name as shown in messages and its text.
+#[derive(Debug)]
+pub struct SourceFile {
+    pub display: String,
+    pub text: String,
+}
+
+impl SourceFile {
+    pub fn line(&self, line: usize) -> Option<&str> {
+        self.text
+            .lines()
+            .nth(line.checked_sub(1)?)
+            .map(str::trim_end)
+    }
+}
+
+/// The error accumulator shared by all stages.
+#[derive(Debug, Default)]
+pub struct Diagnostics {
+    errors: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    pub fn push(&mut self, diagnostic: Diagnostic) {
+        self.errors.push(diagnostic);
+    }
+
+    pub fn len(&self) -> usize {
+        self.errors.len()
+    }
+
+    pub fn into_vec(self) -> Vec<Diagnostic> {
+        self.errors
+    }
+
+    /// One `compile_error!` per diagnostic, in file order. YAML positions are reported at
+    /// `spec_span` (the `spec = "..."` literal); DSL positions at their own tokens.
+    pub fn to_compile_errors(
+        mut errors: Vec<Diagnostic>,
+        file: Option<&SourceFile>,
+        spec_span: Span,
+    ) -> TokenStream {
+        errors.sort_by_key(|d| d.pos);
+        errors
+            .iter()
+            .map(|d| {
+                let span = match d.loc {
+                    Loc::File(_) => spec_span,
+                    Loc::Span(span) => span,
+                };
+                let message = d.render(file);
+                quote_spanned!(span=> ::core::compile_error! { #message };)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_file_position_with_quoted_line_and_caret() {
+        let file = SourceFile {
+            display: "specs/db.yaml".into(),
+            text: "phases:\n  Pending: {}\n  Runing: {}\n".into(),
+        };
+        let d = Diagnostic::new(Pos::line_col(3, 3).with_len(6), "unknown phase `Runing`")
+            .help("did you mean `Running`?");
+        assert_eq!(
+            d.render(Some(&file)),
+            "unknown phase `Runing`\n --> specs/db.yaml:3:3\n  |\n3 |   Runing: {}\n  |   ^^^^^^\n = help: did you mean `Running`?"
+        );
+    }
+}

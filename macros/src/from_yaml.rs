@@ -1,0 +1,365 @@
+//! Stage 1b: the located YAML tree → [`RawSpec`], reporting every unknown key and wrongly
+//! typed value (with "did you mean") instead of stopping at the first one.
+
+use crate::diag::{Diagnostic, Diagnostics, Loc, Pos, SourceFile};
+use crate::spec::{
+    Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawSpec, RawTimeout, RawTransition,
+};
+use crate::yaml::{Node, Value};
+
+const TOP_KEYS: &[&str] = &["phases", "conditions", "events", "transitions", "finalizer"];
+const PHASE_KEYS: &[&str] = &["initial", "terminal", "description", "requeueAfter", "timeout"];
+const TIMEOUT_KEYS: &[&str] = &["after", "to", "reason"];
+const DESCRIBED_KEYS: &[&str] = &["description"];
+const TRANSITION_KEYS: &[&str] = &["from", "to", "on", "when"];
+
+/// Reads a parsed spec document.
+pub fn read(root: &Node, file: &SourceFile, diags: &mut Diagnostics) -> RawSpec {
+    let reader = Reader { file, diags };
+    reader.spec(root)
+}
+
+struct Reader<'a> {
+    file: &'a SourceFile,
+    diags: &'a mut Diagnostics,
+}
+
+impl Reader<'_> {
+    fn spec(mut self, root: &Node) -> RawSpec {
+        let mut spec = RawSpec {
+            loc: Loc::File(Pos::line_col(1, 1)),
+            phases: Vec::new(),
+            conditions: Vec::new(),
+            events: None,
+            transitions: Vec::new(),
+            finalizer: None,
+        };
+        let Some(entries) = self.fields(root, TOP_KEYS, "the spec") else {
+            return spec;
+        };
+        for (key, value) in entries {
+            match key.text.as_str() {
+                "phases" => {
+                    for (name, body) in self.named_entries(value, "phases") {
+                        spec.phases.push(self.phase(name, body));
+                    }
+                }
+                "conditions" => {
+                    for (name, body) in self.named_entries(value, "conditions") {
+                        let description = self.description_only(body, "a condition");
+                        spec.conditions.push(RawCondition { name, description });
+                    }
+                }
+                "events" => {
+                    let mut events = Vec::new();
+                    for (name, body) in self.named_entries(value, "events") {
+                        let description = self.description_only(body, "an event");
+                        events.push(RawEvent { name, description });
+                    }
+                    spec.events = Some(events);
+                }
+                "transitions" => {
+                    if let Some(items) = self.seq(value, "`transitions`", "a list of `{ from, to, on | when }` entries") {
+                        spec.transitions = items.iter().filter_map(|t| self.transition(t)).collect();
+                    }
+                }
+                "finalizer" => spec.finalizer = self.string(value, "`finalizer`"),
+                _ => {}
+            }
+        }
+        spec
+    }
+
+    fn phase(&mut self, name: Name, body: &Node) -> RawPhase {
+        let mut phase = RawPhase {
+            name,
+            initial: None,
+            terminal: None,
+            description: None,
+            requeue_after: None,
+            timeout: None,
+        };
+        if matches!(body.value, Value::Null) {
+            return phase;
+        }
+        let Some(entries) = self.fields(body, PHASE_KEYS, "a phase") else {
+            return phase;
+        };
+        for (key, value) in entries {
+            match key.text.as_str() {
+                "initial" => phase.initial = self.flag(value, "`initial`").then_some(key.loc),
+                "terminal" => phase.terminal = self.flag(value, "`terminal`").then_some(key.loc),
+                "description" => phase.description = self.string(value, "`description`").map(|t| t.text),
+                "requeueAfter" => phase.requeue_after = self.string(value, "`requeueAfter`"),
+                "timeout" => phase.timeout = self.timeout(key.loc, value),
+                _ => {}
+            }
+        }
+        phase
+    }
+
+    fn timeout(&mut self, loc: Loc, node: &Node) -> Option<RawTimeout> {
+        let entries = self.fields(node, TIMEOUT_KEYS, "`timeout`")?;
+        let (mut after, mut to, mut reason) = (None, None, None);
+        for (key, value) in entries {
+            match key.text.as_str() {
+                "after" => after = self.string(value, "`timeout.after`"),
+                "to" => to = self.string(value, "`timeout.to`"),
+                "reason" => reason = self.string(value, "`timeout.reason`"),
+                _ => {}
+            }
+        }
+        let missing: Vec<&str> = [("after", after.is_none()), ("to", to.is_none())]
+            .into_iter()
+            .filter_map(|(k, m)| m.then_some(k))
+            .collect();
+        if !missing.is_empty() {
+            self.diags.push(
+                Diagnostic::new(loc, format!("`timeout` is missing `{}`", missing.join("` and `")))
+                    .help("write `timeout: { after: 10m, to: Failed, reason: TimedOut }`"),
+            );
+            return None;
+        }
+        Some(RawTimeout { loc, after: after?, to: to?, reason })
+    }
+
+    fn transition(&mut self, node: &Node) -> Option<RawTransition> {
+        let entries = self.fields(node, TRANSITION_KEYS, "a transition")?;
+        let loc = Loc::File(node.pos);
+        let (mut from, mut to, mut on, mut when) = (Vec::new(), None, None, Vec::new());
+        let mut saw_from = false;
+        for (key, value) in entries {
+            match key.text.as_str() {
+                "from" => {
+                    saw_from = true;
+                    from = self.names(value, "`from`");
+                }
+                "to" => to = self.string(value, "`to`"),
+                "on" => on = self.string(value, "`on`"),
+                "when" => {
+                    for text in self.names(value, "`when`") {
+                        when.extend(self.requirements(&text));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !saw_from || to.is_none() {
+            let missing = if saw_from { "`to`" } else if to.is_some() { "`from`" } else { "`from` and `to`" };
+            self.diags.push(
+                Diagnostic::new(loc, format!("transition is missing {missing}"))
+                    .help("every transition needs `from` and `to`: `{ from: Pending, to: Running, on: Start }`"),
+            );
+            return None;
+        }
+        Some(RawTransition { loc, from, to: to?, on, when })
+    }
+
+    /// Splits `A && !B` into requirements, each located at its own text.
+    fn requirements(&mut self, text: &Name) -> Vec<RawRequirement> {
+        let Loc::File(base) = text.loc else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut offset = 0;
+        for part in text.text.split("&&") {
+            let lead = part.len() - part.trim_start().len();
+            let trimmed = part.trim();
+            let (status, name) = match trimmed.strip_prefix('!') {
+                Some(rest) => (false, rest.trim_start()),
+                None => (true, trimmed),
+            };
+            let col = base.col + text.text[..offset + lead].chars().count() + (trimmed.len() - name.len());
+            let pos = Pos::line_col(base.line, col).with_len(name.chars().count());
+            if name.is_empty() {
+                self.diags.push(
+                    Diagnostic::new(pos, format!("empty requirement in `when: {}`", text.text))
+                        .help("write condition types joined by `&&`, each optionally negated with `!`: `PodsReady && !Degraded`"),
+                );
+            } else {
+                out.push(RawRequirement {
+                    condition: Name { text: name.to_owned(), loc: Loc::File(pos) },
+                    status,
+                });
+            }
+            offset += part.len() + 2;
+        }
+        out
+    }
+
+    // ---- shape helpers -------------------------------------------------------------------
+
+    /// A mapping with string keys drawn from `allowed`; reports unknown and repeated keys.
+    fn fields<'n>(&mut self, node: &'n Node, allowed: &[&str], what: &str) -> Option<Vec<(Name, &'n Node)>> {
+        let Value::Map(entries) = &node.value else {
+            self.wrong_type(node, what, "a mapping");
+            return None;
+        };
+        let mut out: Vec<(Name, &Node)> = Vec::new();
+        for (key, value) in entries {
+            let Some(name) = self.key(key) else { continue };
+            if !allowed.contains(&name.text.as_str()) {
+                self.diags.push(
+                    Diagnostic::new(name.loc, format!("unknown key `{}` in {what}", name.text))
+                        .suggest(&name.text, allowed.iter().copied())
+                        .help(format!("the keys of {what} are: {}", allowed.join(", "))),
+                );
+                continue;
+            }
+            if let Some((first, _)) = out.iter().find(|(k, _)| k.text == name.text) {
+                let first_line = match first.loc { Loc::File(p) => p.line, Loc::Span(_) => 0 };
+                self.diags.push(
+                    Diagnostic::new(name.loc, format!("key `{}` is repeated in {what}", name.text))
+                        .help(format!("it was already set on line {first_line}; keep one of them")),
+                );
+                continue;
+            }
+            out.push((name, value));
+        }
+        Some(out)
+    }
+
+    /// A mapping from names to bodies (phases, conditions, events); duplicates are kept for
+    /// validation to report by name.
+    fn named_entries<'n>(&mut self, node: &'n Node, what: &str) -> Vec<(Name, &'n Node)> {
+        match &node.value {
+            Value::Map(entries) => entries.iter().filter_map(|(k, v)| Some((self.key(k)?, v))).collect(),
+            Value::Null => Vec::new(),
+            _ => {
+                self.wrong_type(node, &format!("`{what}`"), "a mapping from names to settings, e.g. `Pending: {}`");
+                Vec::new()
+            }
+        }
+    }
+
+    fn description_only(&mut self, body: &Node, what: &str) -> Option<String> {
+        if matches!(body.value, Value::Null) {
+            return None;
+        }
+        let entries = self.fields(body, DESCRIBED_KEYS, what)?;
+        entries.into_iter().find_map(|(_, v)| self.string(v, "`description`")).map(|t| t.text)
+    }
+
+    fn seq<'n>(&mut self, node: &'n Node, what: &str, expected: &str) -> Option<&'n [Node]> {
+        match &node.value {
+            Value::Seq(items) => Some(items),
+            Value::Null => Some(&[]),
+            _ => {
+                self.wrong_type(node, what, expected);
+                None
+            }
+        }
+    }
+
+    /// One name, or a list of names.
+    fn names(&mut self, node: &Node, what: &str) -> Vec<Name> {
+        match &node.value {
+            Value::Seq(items) => items.iter().filter_map(|item| self.string(item, what)).collect(),
+            _ => self.string(node, what).into_iter().collect(),
+        }
+    }
+
+    fn key(&mut self, node: &Node) -> Option<Name> {
+        self.string(node, "a key")
+    }
+
+    /// A scalar as text, located exactly at its characters on the line.
+    fn string(&mut self, node: &Node, what: &str) -> Option<Name> {
+        let text = match &node.value {
+            Value::Str(s) => s.clone(),
+            Value::Bool(b) => b.to_string(),
+            Value::Int(i) => i.to_string(),
+            Value::Float(f) => f.to_string(),
+            _ => {
+                self.wrong_type(node, what, "a string");
+                return None;
+            }
+        };
+        let pos = self.locate(node.pos, &text);
+        Some(Name { text, loc: Loc::File(pos) })
+    }
+
+    fn flag(&mut self, node: &Node, what: &str) -> bool {
+        match node.value {
+            Value::Bool(b) => b,
+            _ => {
+                self.wrong_type(node, what, "`true` or `false`");
+                false
+            }
+        }
+    }
+
+    fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) {
+        let found = node.value.kind();
+        self.diags.push(
+            Diagnostic::new(node.pos, format!("{what} must be {expected}, found {found}"))
+                .help(format!("write {what} as {expected}")),
+        );
+    }
+
+    /// The parser gives the start of a node (a quote, for quoted scalars); find the text itself.
+    fn locate(&self, pos: Pos, text: &str) -> Pos {
+        let len = text.chars().count();
+        let Some(line) = self.file.line(pos.line) else { return pos.with_len(len) };
+        let rest: String = line.chars().skip(pos.col.saturating_sub(1)).collect();
+        match rest.find(text) {
+            Some(byte) if !text.is_empty() => {
+                Pos::line_col(pos.line, pos.col + rest[..byte].chars().count()).with_len(len)
+            }
+            _ => pos.with_len(len),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_str(text: &str) -> (RawSpec, Vec<Diagnostic>) {
+        let file = SourceFile { display: "t.yaml".into(), text: text.into() };
+        let node = crate::yaml::parse(text).expect("valid yaml");
+        let mut diags = Diagnostics::default();
+        let spec = read(&node, &file, &mut diags);
+        (spec, diags.into_vec())
+    }
+
+    fn pos(loc: Loc) -> (usize, usize, usize) {
+        match loc {
+            Loc::File(p) => (p.line, p.col, p.len),
+            Loc::Span(_) => panic!("span"),
+        }
+    }
+
+    #[test]
+    fn reads_the_reference_shape() {
+        let (spec, errors) = read_str(
+            "phases:\n  Pending: { initial: true }\n  Provisioning:\n    requeueAfter: 10s\n    timeout: { after: 10m, to: Failed }\n  Failed: { terminal: true }\nconditions:\n  PodsReady: {}\ntransitions:\n  - { from: Pending, to: Provisioning, on: Accept }\n  - { from: [Provisioning], to: Failed, when: \"PodsReady && !Other\" }\nfinalizer: x.io/f\n",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(spec.phases.len(), 3);
+        assert!(spec.phases[0].initial.is_some());
+        assert_eq!(spec.phases[1].requeue_after.as_ref().unwrap().text, "10s");
+        assert_eq!(spec.phases[1].timeout.as_ref().unwrap().to.text, "Failed");
+        assert_eq!(spec.transitions[0].on.as_ref().unwrap().text, "Accept");
+        let when = &spec.transitions[1].when;
+        assert_eq!(when.len(), 2);
+        assert!(when[0].status && !when[1].status);
+        assert_eq!(when[1].condition.text, "Other");
+        assert_eq!(pos(when[1].condition.loc), (11, 62, 5));
+        assert_eq!(pos(spec.transitions[0].to.loc), (10, 26, 12));
+    }
+
+    #[test]
+    fn reports_every_unknown_key_and_type_error() {
+        let (_, mut errors) = read_str(
+            "phases:\n  Pending: { intial: true, terminal: yes }\ntransition: []\nfinalizer: [a]\n",
+        );
+        errors.sort_by_key(|e| e.pos);
+        let messages: Vec<_> = errors.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(messages.len(), 4, "{messages:?}");
+        assert!(messages[0].contains("unknown key `intial`"));
+        assert!(errors[0].help.iter().any(|h| h.contains("`initial`")));
+        assert!(messages[1].contains("`terminal` must be `true` or `false`"));
+        assert!(messages[2].contains("unknown key `transition`"));
+        assert!(errors[2].help.iter().any(|h| h.contains("`transitions`")));
+        assert!(messages[3].contains("`finalizer` must be a string, found a list"));
+    }
+}

@@ -1,0 +1,127 @@
+//! # kube-fsm
+//!
+//! Declarative state machines for Kubernetes operators written with kube-rs. Describe the
+//! phases, conditions and transitions of a custom resource in a spec (a YAML file or inline),
+//! put `#[state_machine]` on the resource's spec struct, and get exhaustive phase, condition
+//! and event enums, a transition table and a handler trait whose signatures only allow the
+//! spec's edges. See the repository README for the spec language.
+//!
+//! ```no_run
+//! use kube::CustomResource;
+//! use kube_fsm::{MachineStatus, state_machine};
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[state_machine(
+//!     phases(Pending(initial), Running, Done(terminal)),
+//!     transitions(Pending -> Running on Start, Running -> Done),
+//! )]
+//! #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
+//! #[kube(group = "example.com", version = "v1", kind = "Job", namespaced, status = "JobStatus")]
+//! pub struct JobSpec {}
+//!
+//! #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+//! pub struct JobStatus {
+//!     #[serde(flatten)]
+//!     pub machine: MachineStatus<JobPhase>,
+//! }
+//!
+//! assert!(JobPhase::Pending.can_transition_to(JobPhase::Running));
+//! assert_eq!(JobPhase::Pending.fire(JobEvent::Start), Some(JobPhase::Running));
+//! ```
+#![deny(missing_docs)]
+
+pub mod conditions;
+pub mod machine;
+pub mod next;
+pub mod status;
+pub mod step;
+
+pub use kube_fsm_macros::state_machine;
+pub use machine::{ConditionType, MachineData, Phase, StateMachine};
+pub use next::{Choice, Cleanup, Next, Verdict};
+pub use status::{MachineStatus, PhaseValue};
+pub use step::Step;
+
+/// The error of a phase name that the spec does not declare.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown phase {value:?}; the phases are: {}", valid.join(", "))]
+pub struct UnknownPhase {
+    /// The rejected text.
+    pub value: String,
+    /// Every declared phase.
+    pub valid: &'static [&'static str],
+}
+
+/// The glue between a resource and a handler type `H`, implemented by `#[state_machine]` for
+/// every `H` that implements the generated `{Kind}Handler` trait. The engine calls these.
+pub trait Dispatch<H>: StateMachine {
+    /// The handler's error type.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Runs the handler of `phase` (never called for terminal phases).
+    fn handle<'a>(
+        handler: &'a H,
+        phase: Self::Phase,
+        object: &'a Self,
+        step: &'a mut Step<Self>,
+    ) -> futures::future::BoxFuture<'a, Result<Choice<Self::Phase>, Self::Error>>;
+
+    /// Runs the cleanup handler during deletion (machines with a finalizer).
+    fn cleanup<'a>(
+        handler: &'a H,
+        object: &'a Self,
+    ) -> futures::future::BoxFuture<'a, Result<Cleanup, Self::Error>>;
+
+    /// Asks the handler whether `from -> to` may happen.
+    fn before_transition<'a>(
+        handler: &'a H,
+        object: &'a Self,
+        from: Self::Phase,
+        to: Self::Phase,
+    ) -> futures::future::BoxFuture<'a, Result<Verdict, Self::Error>>;
+
+    /// Tells the handler that `from -> to` was persisted.
+    fn after_transition<'a>(
+        handler: &'a H,
+        object: &'a Self,
+        from: Self::Phase,
+        to: Self::Phase,
+    ) -> futures::future::BoxFuture<'a, Result<(), Self::Error>>;
+}
+
+#[doc(hidden)]
+pub mod __private {
+    //! Paths the generated code uses; not a public API.
+    pub use core;
+    pub use futures::future::BoxFuture;
+    pub use schemars;
+    pub use serde;
+    pub use std::string::String;
+    pub use std::vec::Vec;
+
+    /// Implemented by the generated per-phase event enums.
+    pub trait PhaseEvent<P> {
+        /// Where the event leads from its phase.
+        fn target(self) -> P;
+        /// The event name.
+        fn name(self) -> &'static str;
+    }
+
+    /// Erases a handler's typed [`crate::Next`] into the engine's [`crate::Choice`].
+    pub fn choice<P, T: Into<P>, E: PhaseEvent<P> + Copy>(next: crate::Next<T, E>) -> crate::Choice<P> {
+        match next {
+            crate::Next::Stay => crate::Choice::Stay,
+            crate::Next::To(target) => crate::Choice::To { phase: target.into(), event: None },
+            crate::Next::Fire(event) => crate::Choice::To {
+                event: Some(event.name()),
+                phase: event.target(),
+            },
+        }
+    }
+
+    /// The JSON schema of a string enum with the given values.
+    pub fn string_enum_schema(values: &[&str]) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "enum": values })
+    }
+}

@@ -1,0 +1,142 @@
+//! The static description of a machine, emitted by `#[state_machine]`, and the traits that
+//! tie the generated types to the engine.
+
+use std::fmt::{Debug, Display};
+use std::hash::Hash;
+
+use crate::status::MachineStatus;
+
+/// Everything the spec says, as static data: the runtime never parses a spec.
+#[derive(Debug)]
+pub struct MachineData {
+    /// The custom resource kind, e.g. `Database`.
+    pub kind: &'static str,
+    /// Phases in spec order; a phase's index is its position here.
+    pub phases: &'static [PhaseData],
+    /// Condition types the controller owns, in spec order.
+    pub conditions: &'static [ConditionData],
+    /// Event names, in order of declaration (or first use).
+    pub events: &'static [&'static str],
+    /// Every legal edge, in spec order.
+    pub edges: &'static [EdgeData],
+    /// Index of the initial phase.
+    pub initial: usize,
+    /// The finalizer that guards deletion, when the spec has one.
+    pub finalizer: Option<&'static str>,
+    /// The machine as a Mermaid `stateDiagram-v2`.
+    pub mermaid: &'static str,
+    /// The machine as a Graphviz DOT digraph.
+    pub dot: &'static str,
+    /// Where the spec came from: the spec file's path, or `inline`.
+    pub source: &'static str,
+}
+
+/// One phase of a machine.
+#[derive(Debug)]
+pub struct PhaseData {
+    /// The phase name as stored in `status.phase`.
+    pub name: &'static str,
+    /// The spec's description, or "".
+    pub description: &'static str,
+    /// Terminal phases have no handler and no way out.
+    pub terminal: bool,
+    /// Reconcile at least this often while in the phase (milliseconds).
+    pub requeue_after_ms: Option<u64>,
+    /// Leave the phase after this long in it.
+    pub timeout: Option<TimeoutData>,
+}
+
+/// A phase timeout: after `after_ms` in the phase, move to `to`.
+#[derive(Debug)]
+pub struct TimeoutData {
+    /// Time in phase before the timeout fires (milliseconds).
+    pub after_ms: u64,
+    /// Index of the target phase (always a declared edge).
+    pub to: usize,
+    /// The reason recorded for the transition.
+    pub reason: &'static str,
+}
+
+/// A condition type the controller owns.
+#[derive(Debug)]
+pub struct ConditionData {
+    /// The `metav1.Condition.type` string.
+    pub name: &'static str,
+    /// The spec's description, or "".
+    pub description: &'static str,
+}
+
+/// One legal edge.
+#[derive(Debug)]
+pub struct EdgeData {
+    /// Index of the source phase.
+    pub from: usize,
+    /// Index of the target phase.
+    pub to: usize,
+    /// What takes the edge.
+    pub trigger: TriggerData,
+}
+
+/// What takes an edge.
+#[derive(Debug)]
+pub enum TriggerData {
+    /// Only the phase handler, explicitly.
+    Manual,
+    /// The handler firing this event (index into [`MachineData::events`]).
+    Event(usize),
+    /// Automatically, when every requirement holds (a `when` rule).
+    When(&'static [Requirement]),
+}
+
+/// One `when` requirement: a condition must have the given status.
+#[derive(Debug)]
+pub struct Requirement {
+    /// Index into [`MachineData::conditions`].
+    pub condition: usize,
+    /// `true` for `Cond`, `false` for `!Cond`.
+    pub status: bool,
+}
+
+/// Implemented by the generated `{Kind}Phase` enum.
+pub trait Phase:
+    Copy + Eq + Ord + Hash + Debug + Display + Send + Sync + Unpin + 'static
+{
+    /// The machine this phase belongs to.
+    const MACHINE: &'static MachineData;
+    /// Position in [`MachineData::phases`].
+    fn index(self) -> usize;
+    /// The phase at `index`, if any.
+    fn from_index(index: usize) -> Option<Self>;
+    /// Whether the spec declares the edge `self -> to` (a constant bit-matrix lookup).
+    fn can_transition_to(self, to: Self) -> bool;
+    /// The phase name.
+    fn name(self) -> &'static str {
+        Self::MACHINE.phases[self.index()].name
+    }
+    /// The phase's static data.
+    fn data(self) -> &'static PhaseData {
+        &Self::MACHINE.phases[self.index()]
+    }
+}
+
+/// Implemented by the generated `{Kind}Condition` enum.
+pub trait ConditionType: Copy + Eq + Debug + Send + Sync + 'static {
+    /// The `metav1.Condition.type` string.
+    fn as_str(self) -> &'static str;
+}
+
+/// Implemented by `#[state_machine]` on the custom resource: where its machine status lives.
+pub trait StateMachine: Send + Sync + Sized + 'static {
+    /// The generated phase enum.
+    type Phase: Phase;
+    /// The generated condition enum.
+    type Condition: ConditionType;
+    /// The machine's status fields, if the object has a status yet.
+    fn machine_status(&self) -> Option<&MachineStatus<Self::Phase>>;
+    /// The machine's status fields, creating a default status first if needed.
+    fn machine_status_mut(&mut self) -> &mut MachineStatus<Self::Phase>;
+    /// The machine's static data.
+    fn machine() -> &'static MachineData {
+        <Self::Phase as Phase>::MACHINE
+    }
+}

@@ -1,0 +1,47 @@
+//! What a phase handler returns, typed so that only the phase's legal moves can be named.
+
+use std::time::Duration;
+
+/// A phase handler's decision. `T` lists the phase's legal targets and `E` the events the phase
+/// accepts; both are generated per phase, so an illegal move does not compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next<T, E> {
+    /// Stay in the phase; `when` rules and timeouts may still move the object.
+    Stay,
+    /// Move to a legal target.
+    To(T),
+    /// Fire an event the phase accepts; the spec says where it leads.
+    Fire(E),
+}
+
+/// A handler's decision with the per-phase types erased, as the engine sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice<P> {
+    /// No explicit move.
+    Stay,
+    /// An explicit move, and the event that caused it (if any).
+    To {
+        /// The target phase.
+        phase: P,
+        /// The event fired, when the move came from an event.
+        event: Option<&'static str>,
+    },
+}
+
+/// What a `cleanup` handler reports during deletion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cleanup {
+    /// Cleanup is finished: the finalizer may be removed.
+    Done,
+    /// Cleanup is still running: reconcile again after this long.
+    Pending(Duration),
+}
+
+/// What `before_transition` says about a proposed transition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Let the transition happen.
+    Allow,
+    /// Refuse it; the object stays and a Warning event carries the message.
+    Veto(String),
+}
