@@ -28,7 +28,11 @@ pub struct Args {
 
 impl Args {
     pub fn parse(tokens: TokenStream) -> syn::Result<Self> {
-        let span = tokens.clone().into_iter().next().map_or_else(Span::call_site, |t| t.span());
+        let span = tokens
+            .clone()
+            .into_iter()
+            .next()
+            .map_or_else(Span::call_site, |t| t.span());
         (|input: ParseStream<'_>| Self::parse_inner(input, span)).parse2(tokens)
     }
 
@@ -61,7 +65,9 @@ impl Args {
             (Some(_), Some(section)) => {
                 return Err(syn::Error::new(
                     section.span(),
-                    format!("`{section}` given inline together with `spec = \"...\"`\n = help: write the machine either in the spec file or inline, not both"),
+                    format!(
+                        "`{section}` given inline together with `spec = \"...\"`\n = help: write the machine either in the spec file or inline, not both"
+                    ),
                 ));
             }
             (Some(file), None) => SpecSource::File(file),
@@ -90,7 +96,10 @@ pub struct KubeAttrs {
 
 impl KubeAttrs {
     pub fn read(attrs: &[Attribute]) -> syn::Result<Self> {
-        let mut out = KubeAttrs { kind: None, status: None };
+        let mut out = KubeAttrs {
+            kind: None,
+            status: None,
+        };
         for attr in attrs.iter().filter(|a| a.path().is_ident("kube")) {
             attr.parse_nested_meta(|meta| {
                 if meta.path.is_ident("kind") {

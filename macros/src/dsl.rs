@@ -22,15 +22,25 @@ use crate::spec::{
 pub const SECTIONS: &[&str] = &["phases", "conditions", "events", "transitions", "finalizer"];
 
 fn name(ident: &Ident) -> Name {
-    Name { text: ident.to_string(), loc: Loc::Span(ident.span()) }
+    Name {
+        text: ident.to_string(),
+        loc: Loc::Span(ident.span()),
+    }
 }
 
 fn text(lit: &LitStr) -> Name {
-    Name { text: lit.value(), loc: Loc::Span(lit.span()) }
+    Name {
+        text: lit.value(),
+        loc: Loc::Span(lit.span()),
+    }
 }
 
 /// Parses the DSL sections that follow the attribute's options.
-pub fn parse_sections(input: ParseStream<'_>, spec: &mut RawSpec, section: &Ident) -> syn::Result<()> {
+pub fn parse_sections(
+    input: ParseStream<'_>,
+    spec: &mut RawSpec,
+    section: &Ident,
+) -> syn::Result<()> {
     let content;
     match section.to_string().as_str() {
         "phases" => {
@@ -41,14 +51,21 @@ pub fn parse_sections(input: ParseStream<'_>, spec: &mut RawSpec, section: &Iden
         "conditions" => {
             parenthesized!(content in input);
             let list = Punctuated::<Described, Token![,]>::parse_terminated(&content)?;
-            spec.conditions.extend(list.into_iter().map(|d| RawCondition { name: d.name, description: d.description }));
+            spec.conditions
+                .extend(list.into_iter().map(|d| RawCondition {
+                    name: d.name,
+                    description: d.description,
+                }));
         }
         "events" => {
             parenthesized!(content in input);
             let list = Punctuated::<Described, Token![,]>::parse_terminated(&content)?;
             spec.events
                 .get_or_insert_with(Vec::new)
-                .extend(list.into_iter().map(|d| RawEvent { name: d.name, description: d.description }));
+                .extend(list.into_iter().map(|d| RawEvent {
+                    name: d.name,
+                    description: d.description,
+                }));
         }
         "transitions" => {
             parenthesized!(content in input);
@@ -126,10 +143,21 @@ impl Parse for PhaseDef {
                         } else {
                             None
                         };
-                        phase.timeout = Some(RawTimeout { loc: Loc::Span(key.span()), after, to, reason });
+                        phase.timeout = Some(RawTimeout {
+                            loc: Loc::Span(key.span()),
+                            after,
+                            to,
+                            reason,
+                        });
                     }
                     other => {
-                        let options = ["initial", "terminal", "description", "requeue_after", "timeout"];
+                        let options = [
+                            "initial",
+                            "terminal",
+                            "description",
+                            "requeue_after",
+                            "timeout",
+                        ];
                         let mut message = format!("unknown phase option `{other}`");
                         if let Some(best) = crate::names::closest(other, options) {
                             message.push_str(&format!("\n = help: did you mean `{best}`?"));
@@ -162,7 +190,12 @@ impl Parse for Described {
             parenthesized!(content in input);
             let key: Ident = content.parse()?;
             if key != "description" {
-                return Err(syn::Error::new(key.span(), format!("unknown option `{key}`; the only option here is `description = \"...\"`")));
+                return Err(syn::Error::new(
+                    key.span(),
+                    format!(
+                        "unknown option `{key}`; the only option here is `description = \"...\"`"
+                    ),
+                ));
             }
             content.parse::<Token![=]>()?;
             description = Some(content.parse::<LitStr>()?.value());
@@ -200,7 +233,10 @@ impl Parse for TransitionDef {
         let from = if input.peek(syn::token::Bracket) {
             let content;
             bracketed!(content in input);
-            let list = Punctuated::<Ident, Token![,]>::parse_terminated_with(&content, Ident::parse_any_ident)?;
+            let list = Punctuated::<Ident, Token![,]>::parse_terminated_with(
+                &content,
+                Ident::parse_any_ident,
+            )?;
             list.iter().map(name).collect()
         } else {
             vec![name(&input.call(Ident::parse_any_ident)?)]
@@ -215,7 +251,10 @@ impl Parse for TransitionDef {
                 "on" => on = Some(name(&input.call(Ident::parse_any_ident)?)),
                 "when" => loop {
                     let negated = input.parse::<Option<Token![!]>>()?.is_some();
-                    when.push(RawRequirement { condition: parse_name(input)?, status: !negated });
+                    when.push(RawRequirement {
+                        condition: parse_name(input)?,
+                        status: !negated,
+                    });
                     if input.parse::<Option<Token![&&]>>()?.is_none() {
                         break;
                     }
@@ -223,13 +262,21 @@ impl Parse for TransitionDef {
                 other => {
                     return Err(syn::Error::new(
                         keyword.span(),
-                        format!("expected `on Event` or `when Condition` after the target, found `{other}`"),
+                        format!(
+                            "expected `on Event` or `when Condition` after the target, found `{other}`"
+                        ),
                     ));
                 }
             }
         }
         let loc = Loc::Span(start.join(span_of(&to)).unwrap_or(start));
-        Ok(TransitionDef(RawTransition { loc, from, to, on, when }))
+        Ok(TransitionDef(RawTransition {
+            loc,
+            from,
+            to,
+            on,
+            when,
+        }))
     }
 }
 

@@ -105,8 +105,14 @@ fn phase_enum(machine: &Machine, target: &Target<'_>, names: &Names) -> TokenStr
         let mut arms = Vec::new();
         for from in 0..count {
             for (ev, to) in machine.events_from(from) {
-                let (from, to, ev) = (&variants[from], &variants[to], variant(&machine.events[ev].name));
-                arms.push(quote!((Self::#from, #event::#ev) => ::core::option::Option::Some(Self::#to),));
+                let (from, to, ev) = (
+                    &variants[from],
+                    &variants[to],
+                    variant(&machine.events[ev].name),
+                );
+                arms.push(
+                    quote!((Self::#from, #event::#ev) => ::core::option::Option::Some(Self::#to),),
+                );
             }
         }
         let wildcard = (arms.len() < count * machine.events.len())
@@ -131,7 +137,9 @@ fn phase_enum(machine: &Machine, target: &Target<'_>, names: &Names) -> TokenStr
     let enum_doc = doc(&enum_doc);
     let machine_data = machine_data(machine, target);
     let list = phase_names.join(", ");
-    let unknown_doc = doc(&format!("Parses a phase name; the error lists the valid phases ({list})."));
+    let unknown_doc = doc(&format!(
+        "Parses a phase name; the error lists the valid phases ({list})."
+    ));
 
     quote! {
         #enum_doc
@@ -286,7 +294,9 @@ fn machine_data(machine: &Machine, target: &Target<'_>) -> TokenStream {
             Trigger::Manual => quote!(::kube_fsm::machine::TriggerData::Manual),
             Trigger::Event(ev) => quote!(::kube_fsm::machine::TriggerData::Event(#ev)),
             Trigger::When(reqs) => {
-                let reqs = reqs.iter().map(|(c, s)| quote!(::kube_fsm::machine::Requirement { condition: #c, status: #s }));
+                let reqs = reqs.iter().map(
+                    |(c, s)| quote!(::kube_fsm::machine::Requirement { condition: #c, status: #s }),
+                );
                 quote!(::kube_fsm::machine::TriggerData::When(&[#(#reqs),*]))
             }
         };
@@ -320,8 +330,16 @@ fn condition_enum(machine: &Machine, target: &Target<'_>, names: &Names) -> Toke
     let kind = target.kind;
     let condition = &names.condition;
     let count = machine.conditions.len();
-    let variants: Vec<Ident> = machine.conditions.iter().map(|c| variant(&c.variant)).collect();
-    let types: Vec<&str> = machine.conditions.iter().map(|c| c.type_name.as_str()).collect();
+    let variants: Vec<Ident> = machine
+        .conditions
+        .iter()
+        .map(|c| variant(&c.variant))
+        .collect();
+    let types: Vec<&str> = machine
+        .conditions
+        .iter()
+        .map(|c| c.type_name.as_str())
+        .collect();
     let docs = machine.conditions.iter().map(|c| {
         doc(&match &c.description {
             Some(d) => format!("Condition type `{}`: {d}", c.type_name),
@@ -377,7 +395,9 @@ fn event_enum(machine: &Machine, target: &Target<'_>, names: &Names) -> TokenStr
             None => format!("Event `{}`.", e.name),
         })
     });
-    let enum_doc = doc(&format!("Events that move a [`{kind}`] along its machine's edges."));
+    let enum_doc = doc(&format!(
+        "Events that move a [`{kind}`] along its machine's edges."
+    ));
     quote! {
         #enum_doc
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -411,25 +431,54 @@ fn per_phase_types(machine: &Machine, target: &Target<'_>, names: &Names) -> Tok
     let kind = target.kind;
     let phase_enum = &names.phase;
     let mut out = TokenStream::new();
-    for (i, phase) in machine.phases.iter().enumerate().filter(|(_, p)| !p.terminal) {
+    for (i, phase) in machine
+        .phases
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.terminal)
+    {
         let (target_ty, event_ty, next_ty) = per_phase_names(kind, &phase.name);
-        let targets: Vec<Ident> = machine.targets(i).into_iter().map(|t| variant(&machine.phases[t].name)).collect();
+        let targets: Vec<Ident> = machine
+            .targets(i)
+            .into_iter()
+            .map(|t| variant(&machine.phases[t].name))
+            .collect();
         let events: Vec<(Ident, Ident)> = machine
             .events_from(i)
             .into_iter()
-            .map(|(e, to)| (variant(&machine.events[e].name), variant(&machine.phases[to].name)))
+            .map(|(e, to)| {
+                (
+                    variant(&machine.events[e].name),
+                    variant(&machine.phases[to].name),
+                )
+            })
             .collect();
-        let target_docs = targets.iter().map(|t| doc(&format!("Move from `{}` to `{t}`.", phase.name)));
-        let event_docs = events.iter().map(|(e, to)| doc(&format!("Fire `{e}`: `{}` → `{to}`.", phase.name)));
+        let target_docs = targets
+            .iter()
+            .map(|t| doc(&format!("Move from `{}` to `{t}`.", phase.name)));
+        let event_docs = events
+            .iter()
+            .map(|(e, to)| doc(&format!("Fire `{e}`: `{}` → `{to}`.", phase.name)));
         let event_variants: Vec<&Ident> = events.iter().map(|(e, _)| e).collect();
         let event_targets = events.iter().map(|(_, to)| to);
         let event_names = events.iter().map(|(e, _)| e.to_string());
-        let target_doc = doc(&format!("The legal targets of [`{kind}`] phase `{}`.", phase.name));
-        let event_doc = doc(&format!("The events [`{kind}`] phase `{}` accepts.", phase.name));
-        let next_doc = doc(&format!("What the handler of [`{kind}`] phase `{}` returns.", phase.name));
+        let target_doc = doc(&format!(
+            "The legal targets of [`{kind}`] phase `{}`.",
+            phase.name
+        ));
+        let event_doc = doc(&format!(
+            "The events [`{kind}`] phase `{}` accepts.",
+            phase.name
+        ));
+        let next_doc = doc(&format!(
+            "What the handler of [`{kind}`] phase `{}` returns.",
+            phase.name
+        ));
         let event_conversion = (!machine.events.is_empty()).then(|| {
             let global = &names.event;
-            let arms = event_variants.iter().map(|e| quote!(#event_ty::#e => #global::#e,));
+            let arms = event_variants
+                .iter()
+                .map(|e| quote!(#event_ty::#e => #global::#e,));
             quote! {
                 impl ::core::convert::From<#event_ty> for #global {
                     fn from(event: #event_ty) -> Self {
@@ -596,7 +645,9 @@ fn glue(machine: &Machine, target: &Target<'_>, names: &Names) -> TokenStream {
     let cleanup = if machine.finalizer.is_some() {
         quote!(::std::boxed::Box::pin(handler.cleanup(object)))
     } else {
-        quote!(::std::boxed::Box::pin(::core::future::ready(::core::result::Result::Ok(::kube_fsm::Cleanup::Done))))
+        quote!(::std::boxed::Box::pin(::core::future::ready(
+            ::core::result::Result::Ok(::kube_fsm::Cleanup::Done)
+        )))
     };
     let status_impl = target.status_field.map(|(field, span)| {
         let get = quote_spanned!(span=> status.#field);

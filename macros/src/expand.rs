@@ -45,8 +45,10 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut file = None;
     let mut tracked = None;
     let mut from_file = None;
-    if let SpecSource::File(lit) = &args.source {
-        if let Some((source, path)) = load(lit, &mut diags) {
+    if let SpecSource::File(lit) = &args.source
+        && let Some((source, path)) = load(lit, &mut diags)
+    {
+        {
             match yaml::parse(&source.text) {
                 Ok(node) => from_file = Some(from_yaml::read(&node, &source, &mut diags)),
                 Err(d) => diags.push(d),
@@ -85,7 +87,9 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
     let track = tracked.map(|path| {
         let path = path.to_string_lossy().into_owned();
-        quote!(const _: &[u8] = ::core::include_bytes!(#path);)
+        quote!(
+            const _: &[u8] = ::core::include_bytes!(#path);
+        )
     });
     let errors = Diagnostics::to_compile_errors(diags.into_vec(), file.as_ref(), args.span);
     quote! {
@@ -105,7 +109,10 @@ fn load(lit: &syn::LitStr, diags: &mut Diagnostics) -> Option<(SourceFile, PathB
     let written = lit.value();
     let at = Loc::Span(lit.span());
     if written.trim().is_empty() {
-        diags.push(Diagnostic::new(at, "the spec path is empty").help("write `spec = \"specs/machine.yaml\"`, relative to the crate's Cargo.toml"));
+        diags.push(
+            Diagnostic::new(at, "the spec path is empty")
+                .help("write `spec = \"specs/machine.yaml\"`, relative to the crate's Cargo.toml"),
+        );
         return None;
     }
     if Path::new(&written).is_absolute() {
@@ -116,7 +123,9 @@ fn load(lit: &syn::LitStr, diags: &mut Diagnostics) -> Option<(SourceFile, PathB
         return None;
     }
     let Some(manifest_dir) = std::env::var_os("CARGO_MANIFEST_DIR") else {
-        diags.push(Diagnostic::new(at, "CARGO_MANIFEST_DIR is not set").help("build the crate with cargo"));
+        diags.push(
+            Diagnostic::new(at, "CARGO_MANIFEST_DIR is not set").help("build the crate with cargo"),
+        );
         return None;
     };
     let path = PathBuf::from(manifest_dir).join(&written);
@@ -124,17 +133,25 @@ fn load(lit: &syn::LitStr, diags: &mut Diagnostics) -> Option<(SourceFile, PathB
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(_) => {
-                diags.push(Diagnostic::new(at, format!("the spec file `{written}` is not UTF-8 text")).help("save the spec as UTF-8"));
+                diags.push(
+                    Diagnostic::new(at, format!("the spec file `{written}` is not UTF-8 text"))
+                        .help("save the spec as UTF-8"),
+                );
                 return None;
             }
         },
         Err(err) => {
             let help = if err.kind() == std::io::ErrorKind::NotFound {
-                format!("no file at `{}`; spec paths are relative to the crate's Cargo.toml (a crate in `examples/` names `../specs/x.yaml`)", path.display())
+                format!(
+                    "no file at `{}`; spec paths are relative to the crate's Cargo.toml (a crate in `examples/` names `../specs/x.yaml`)",
+                    path.display()
+                )
             } else {
                 format!("reading `{}` failed: {err}", path.display())
             };
-            diags.push(Diagnostic::new(at, format!("cannot read the spec file `{written}`")).help(help));
+            diags.push(
+                Diagnostic::new(at, format!("cannot read the spec file `{written}`")).help(help),
+            );
             return None;
         }
     };
@@ -148,7 +165,12 @@ fn display_path(path: &Path, written: &str) -> String {
     let normalized = normalize(path);
     std::env::current_dir()
         .ok()
-        .and_then(|cwd| normalized.strip_prefix(normalize(&cwd)).ok().map(|p| p.to_string_lossy().into_owned()))
+        .and_then(|cwd| {
+            normalized
+                .strip_prefix(normalize(&cwd))
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
+        })
         .unwrap_or_else(|| written.to_owned())
 }
 
@@ -197,8 +219,12 @@ mod tests {
     "#;
 
     fn machine_from_yaml(path: &str) -> crate::model::Machine {
-        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
-        let file = SourceFile { display: path.into(), text };
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+        let file = SourceFile {
+            display: path.into(),
+            text,
+        };
         let node = yaml::parse(&file.text).unwrap();
         let mut diags = Diagnostics::default();
         let raw = from_yaml::read(&node, &file, &mut diags);
@@ -209,7 +235,9 @@ mod tests {
 
     fn machine_from_dsl(dsl: &str) -> crate::model::Machine {
         let args = Args::parse(TokenStream::from_str(dsl).unwrap()).unwrap();
-        let SpecSource::Inline(raw) = &args.source else { panic!("not inline") };
+        let SpecSource::Inline(raw) = &args.source else {
+            panic!("not inline")
+        };
         let mut diags = Diagnostics::default();
         let machine = validate::validate(raw, &mut diags);
         assert_eq!(diags.len(), 0, "{:?}", diags.into_vec());
@@ -219,7 +247,11 @@ mod tests {
     fn emitted(machine: &crate::model::Machine) -> String {
         let kind = Ident::new("Database", Span::call_site());
         let field = Ident::new("machine", Span::call_site());
-        let target = Target { kind: &kind, status_field: Some((&field, Span::call_site())), source: "same" };
+        let target = Target {
+            kind: &kind,
+            status_field: Some((&field, Span::call_site())),
+            source: "same",
+        };
         emit::emit(machine, &target).to_string()
     }
 

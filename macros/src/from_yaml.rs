@@ -8,7 +8,13 @@ use crate::spec::{
 use crate::yaml::{Node, Value};
 
 const TOP_KEYS: &[&str] = &["phases", "conditions", "events", "transitions", "finalizer"];
-const PHASE_KEYS: &[&str] = &["initial", "terminal", "description", "requeueAfter", "timeout"];
+const PHASE_KEYS: &[&str] = &[
+    "initial",
+    "terminal",
+    "description",
+    "requeueAfter",
+    "timeout",
+];
 const TIMEOUT_KEYS: &[&str] = &["after", "to", "reason"];
 const DESCRIBED_KEYS: &[&str] = &["description"];
 const TRANSITION_KEYS: &[&str] = &["from", "to", "on", "when"];
@@ -59,8 +65,13 @@ impl Reader<'_> {
                     spec.events = Some(events);
                 }
                 "transitions" => {
-                    if let Some(items) = self.seq(value, "`transitions`", "a list of `{ from, to, on | when }` entries") {
-                        spec.transitions = items.iter().filter_map(|t| self.transition(t)).collect();
+                    if let Some(items) = self.seq(
+                        value,
+                        "`transitions`",
+                        "a list of `{ from, to, on | when }` entries",
+                    ) {
+                        spec.transitions =
+                            items.iter().filter_map(|t| self.transition(t)).collect();
                     }
                 }
                 "finalizer" => spec.finalizer = self.string(value, "`finalizer`"),
@@ -89,7 +100,9 @@ impl Reader<'_> {
             match key.text.as_str() {
                 "initial" => phase.initial = self.flag(value, "`initial`").then_some(key.loc),
                 "terminal" => phase.terminal = self.flag(value, "`terminal`").then_some(key.loc),
-                "description" => phase.description = self.string(value, "`description`").map(|t| t.text),
+                "description" => {
+                    phase.description = self.string(value, "`description`").map(|t| t.text)
+                }
                 "requeueAfter" => phase.requeue_after = self.string(value, "`requeueAfter`"),
                 "timeout" => phase.timeout = self.timeout(key.loc, value),
                 _ => {}
@@ -115,12 +128,20 @@ impl Reader<'_> {
             .collect();
         if !missing.is_empty() {
             self.diags.push(
-                Diagnostic::new(loc, format!("`timeout` is missing `{}`", missing.join("` and `")))
-                    .help("write `timeout: { after: 10m, to: Failed, reason: TimedOut }`"),
+                Diagnostic::new(
+                    loc,
+                    format!("`timeout` is missing `{}`", missing.join("` and `")),
+                )
+                .help("write `timeout: { after: 10m, to: Failed, reason: TimedOut }`"),
             );
             return None;
         }
-        Some(RawTimeout { loc, after: after?, to: to?, reason })
+        Some(RawTimeout {
+            loc,
+            after: after?,
+            to: to?,
+            reason,
+        })
     }
 
     fn transition(&mut self, node: &Node) -> Option<RawTransition> {
@@ -145,19 +166,33 @@ impl Reader<'_> {
             }
         }
         if !saw_from || to.is_none() {
-            let missing = if saw_from { "`to`" } else if to.is_some() { "`from`" } else { "`from` and `to`" };
+            let missing = if saw_from {
+                "`to`"
+            } else if to.is_some() {
+                "`from`"
+            } else {
+                "`from` and `to`"
+            };
             self.diags.push(
                 Diagnostic::new(loc, format!("transition is missing {missing}"))
                     .help("every transition needs `from` and `to`: `{ from: Pending, to: Running, on: Start }`"),
             );
             return None;
         }
-        Some(RawTransition { loc, from, to: to?, on, when })
+        Some(RawTransition {
+            loc,
+            from,
+            to: to?,
+            on,
+            when,
+        })
     }
 
     /// Splits `A && !B` into requirements, each located at its own text.
     fn requirements(&mut self, text: &Name) -> Vec<RawRequirement> {
-        let Loc::File(base) = text.loc else { return Vec::new() };
+        let Loc::File(base) = text.loc else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         let mut offset = 0;
         for part in text.text.split("&&") {
@@ -167,7 +202,9 @@ impl Reader<'_> {
                 Some(rest) => (false, rest.trim_start()),
                 None => (true, trimmed),
             };
-            let col = base.col + text.text[..offset + lead].chars().count() + (trimmed.len() - name.len());
+            let col = base.col
+                + text.text[..offset + lead].chars().count()
+                + (trimmed.len() - name.len());
             let pos = Pos::line_col(base.line, col).with_len(name.chars().count());
             if name.is_empty() {
                 self.diags.push(
@@ -176,7 +213,10 @@ impl Reader<'_> {
                 );
             } else {
                 out.push(RawRequirement {
-                    condition: Name { text: name.to_owned(), loc: Loc::File(pos) },
+                    condition: Name {
+                        text: name.to_owned(),
+                        loc: Loc::File(pos),
+                    },
                     status,
                 });
             }
@@ -188,7 +228,12 @@ impl Reader<'_> {
     // ---- shape helpers -------------------------------------------------------------------
 
     /// A mapping with string keys drawn from `allowed`; reports unknown and repeated keys.
-    fn fields<'n>(&mut self, node: &'n Node, allowed: &[&str], what: &str) -> Option<Vec<(Name, &'n Node)>> {
+    fn fields<'n>(
+        &mut self,
+        node: &'n Node,
+        allowed: &[&str],
+        what: &str,
+    ) -> Option<Vec<(Name, &'n Node)>> {
         let Value::Map(entries) = &node.value else {
             self.wrong_type(node, what, "a mapping");
             return None;
@@ -205,10 +250,18 @@ impl Reader<'_> {
                 continue;
             }
             if let Some((first, _)) = out.iter().find(|(k, _)| k.text == name.text) {
-                let first_line = match first.loc { Loc::File(p) => p.line, Loc::Span(_) => 0 };
+                let first_line = match first.loc {
+                    Loc::File(p) => p.line,
+                    Loc::Span(_) => 0,
+                };
                 self.diags.push(
-                    Diagnostic::new(name.loc, format!("key `{}` is repeated in {what}", name.text))
-                        .help(format!("it was already set on line {first_line}; keep one of them")),
+                    Diagnostic::new(
+                        name.loc,
+                        format!("key `{}` is repeated in {what}", name.text),
+                    )
+                    .help(format!(
+                        "it was already set on line {first_line}; keep one of them"
+                    )),
                 );
                 continue;
             }
@@ -221,10 +274,17 @@ impl Reader<'_> {
     /// validation to report by name.
     fn named_entries<'n>(&mut self, node: &'n Node, what: &str) -> Vec<(Name, &'n Node)> {
         match &node.value {
-            Value::Map(entries) => entries.iter().filter_map(|(k, v)| Some((self.key(k)?, v))).collect(),
+            Value::Map(entries) => entries
+                .iter()
+                .filter_map(|(k, v)| Some((self.key(k)?, v)))
+                .collect(),
             Value::Null => Vec::new(),
             _ => {
-                self.wrong_type(node, &format!("`{what}`"), "a mapping from names to settings, e.g. `Pending: {}`");
+                self.wrong_type(
+                    node,
+                    &format!("`{what}`"),
+                    "a mapping from names to settings, e.g. `Pending: {}`",
+                );
                 Vec::new()
             }
         }
@@ -235,7 +295,10 @@ impl Reader<'_> {
             return None;
         }
         let entries = self.fields(body, DESCRIBED_KEYS, what)?;
-        entries.into_iter().find_map(|(_, v)| self.string(v, "`description`")).map(|t| t.text)
+        entries
+            .into_iter()
+            .find_map(|(_, v)| self.string(v, "`description`"))
+            .map(|t| t.text)
     }
 
     fn seq<'n>(&mut self, node: &'n Node, what: &str, expected: &str) -> Option<&'n [Node]> {
@@ -252,7 +315,10 @@ impl Reader<'_> {
     /// One name, or a list of names.
     fn names(&mut self, node: &Node, what: &str) -> Vec<Name> {
         match &node.value {
-            Value::Seq(items) => items.iter().filter_map(|item| self.string(item, what)).collect(),
+            Value::Seq(items) => items
+                .iter()
+                .filter_map(|item| self.string(item, what))
+                .collect(),
             _ => self.string(node, what).into_iter().collect(),
         }
     }
@@ -274,7 +340,10 @@ impl Reader<'_> {
             }
         };
         let pos = self.locate(node.pos, &text);
-        Some(Name { text, loc: Loc::File(pos) })
+        Some(Name {
+            text,
+            loc: Loc::File(pos),
+        })
     }
 
     fn flag(&mut self, node: &Node, what: &str) -> bool {
@@ -290,15 +359,20 @@ impl Reader<'_> {
     fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) {
         let found = node.value.kind();
         self.diags.push(
-            Diagnostic::new(node.pos, format!("{what} must be {expected}, found {found}"))
-                .help(format!("write {what} as {expected}")),
+            Diagnostic::new(
+                node.pos,
+                format!("{what} must be {expected}, found {found}"),
+            )
+            .help(format!("write {what} as {expected}")),
         );
     }
 
     /// The parser gives the start of a node (a quote, for quoted scalars); find the text itself.
     fn locate(&self, pos: Pos, text: &str) -> Pos {
         let len = text.chars().count();
-        let Some(line) = self.file.line(pos.line) else { return pos.with_len(len) };
+        let Some(line) = self.file.line(pos.line) else {
+            return pos.with_len(len);
+        };
         let rest: String = line.chars().skip(pos.col.saturating_sub(1)).collect();
         match rest.find(text) {
             Some(byte) if !text.is_empty() => {
@@ -314,7 +388,10 @@ mod tests {
     use super::*;
 
     fn read_str(text: &str) -> (RawSpec, Vec<Diagnostic>) {
-        let file = SourceFile { display: "t.yaml".into(), text: text.into() };
+        let file = SourceFile {
+            display: "t.yaml".into(),
+            text: text.into(),
+        };
         let node = crate::yaml::parse(text).expect("valid yaml");
         let mut diags = Diagnostics::default();
         let spec = read(&node, &file, &mut diags);

@@ -64,7 +64,12 @@ pub enum Trigger {
 impl Machine {
     /// Distinct targets reachable in one step from `from`, in phase order.
     pub fn targets(&self, from: usize) -> Vec<usize> {
-        let mut targets: Vec<usize> = self.edges.iter().filter(|e| e.from == from).map(|e| e.to).collect();
+        let mut targets: Vec<usize> = self
+            .edges
+            .iter()
+            .filter(|e| e.from == from)
+            .map(|e| e.to)
+            .collect();
         targets.sort_unstable();
         targets.dedup();
         targets

@@ -14,7 +14,11 @@ fn label(machine: &Machine, trigger: &Trigger) -> String {
                 .iter()
                 .map(|&(c, status)| {
                     let name = &machine.conditions[c].type_name;
-                    if status { name.clone() } else { format!("!{name}") }
+                    if status {
+                        name.clone()
+                    } else {
+                        format!("!{name}")
+                    }
                 })
                 .collect();
             format!("when {}", parts.join(" && "))
@@ -29,7 +33,10 @@ pub fn mermaid(machine: &Machine) -> String {
         let _ = writeln!(out, "    [*] --> {}", initial.name);
     }
     for edge in &machine.edges {
-        let (from, to) = (&machine.phases[edge.from].name, &machine.phases[edge.to].name);
+        let (from, to) = (
+            &machine.phases[edge.from].name,
+            &machine.phases[edge.to].name,
+        );
         let label = label(machine, &edge.trigger);
         if label.is_empty() {
             let _ = writeln!(out, "    {from} --> {to}");
@@ -40,7 +47,13 @@ pub fn mermaid(machine: &Machine) -> String {
     for phase in &machine.phases {
         if let Some(timeout) = &phase.timeout {
             let to = &machine.phases[timeout.to].name;
-            let _ = writeln!(out, "    {} --> {to}: after {} ({})", phase.name, millis(timeout.after_ms), timeout.reason);
+            let _ = writeln!(
+                out,
+                "    {} --> {to}: after {} ({})",
+                phase.name,
+                millis(timeout.after_ms),
+                timeout.reason
+            );
         }
     }
     for phase in machine.phases.iter().filter(|p| p.terminal) {
@@ -51,7 +64,8 @@ pub fn mermaid(machine: &Machine) -> String {
 
 /// Graphviz digraph.
 pub fn dot(machine: &Machine, kind: &str) -> String {
-    let mut out = format!("digraph {kind} {{\n    rankdir=LR;\n    node [shape=box, style=rounded];\n");
+    let mut out =
+        format!("digraph {kind} {{\n    rankdir=LR;\n    node [shape=box, style=rounded];\n");
     for (i, phase) in machine.phases.iter().enumerate() {
         let mut attrs = Vec::new();
         if i == machine.initial {
@@ -67,18 +81,30 @@ pub fn dot(machine: &Machine, kind: &str) -> String {
         }
     }
     for edge in &machine.edges {
-        let (from, to) = (&machine.phases[edge.from].name, &machine.phases[edge.to].name);
+        let (from, to) = (
+            &machine.phases[edge.from].name,
+            &machine.phases[edge.to].name,
+        );
         let label = label(machine, &edge.trigger);
         if label.is_empty() {
             let _ = writeln!(out, "    {from} -> {to};");
         } else {
-            let _ = writeln!(out, "    {from} -> {to} [label=\"{}\"];", label.replace('"', "\\\""));
+            let _ = writeln!(
+                out,
+                "    {from} -> {to} [label=\"{}\"];",
+                label.replace('"', "\\\"")
+            );
         }
     }
     for phase in &machine.phases {
         if let Some(timeout) = &phase.timeout {
             let to = &machine.phases[timeout.to].name;
-            let _ = writeln!(out, "    {} -> {to} [label=\"after {}\", style=dashed];", phase.name, millis(timeout.after_ms));
+            let _ = writeln!(
+                out,
+                "    {} -> {to} [label=\"after {}\", style=dashed];",
+                phase.name,
+                millis(timeout.after_ms)
+            );
         }
     }
     out.push_str("}\n");
@@ -89,7 +115,13 @@ pub fn dot(machine: &Machine, kind: &str) -> String {
 pub fn millis(ms: u64) -> String {
     let mut out = String::new();
     let mut rest = ms;
-    for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)] {
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ] {
         if rest >= size {
             let _ = write!(out, "{}{unit}", rest / size);
             rest %= size;

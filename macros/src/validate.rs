@@ -78,8 +78,12 @@ impl<'a> Validator<'a> {
             let name = &raw.name;
             if let Some(problem) = names::camel_ident_problem(&name.text) {
                 self.diags.push(
-                    Diagnostic::new(name.loc, format!("invalid phase name: {problem}"))
-                        .help(format!("phases become Rust enum variants; rename it, e.g. `{}`", suggest_camel(&name.text))),
+                    Diagnostic::new(name.loc, format!("invalid phase name: {problem}")).help(
+                        format!(
+                            "phases become Rust enum variants; rename it, e.g. `{}`",
+                            suggest_camel(&name.text)
+                        ),
+                    ),
                 );
                 continue;
             }
@@ -87,17 +91,23 @@ impl<'a> Validator<'a> {
                 let first_loc = self.spec.phases[self.raw_of[first]].name.loc;
                 self.diags.push(
                     Diagnostic::new(name.loc, format!("phase `{}` is declared twice", name.text))
-                        .help(format!("it is first declared {}; remove or rename one", earlier(first_loc))),
+                        .help(format!(
+                            "it is first declared {}; remove or rename one",
+                            earlier(first_loc)
+                        )),
                 );
                 continue;
             }
             let method = names::to_snake(&name.text);
             if let Some(other) = methods.get(&method) {
                 self.diags.push(
-                    Diagnostic::new(name.loc, format!(
-                        "phases `{}` and `{}` both map to the handler method `on_{method}`",
-                        other.text, name.text
-                    ))
+                    Diagnostic::new(
+                        name.loc,
+                        format!(
+                            "phases `{}` and `{}` both map to the handler method `on_{method}`",
+                            other.text, name.text
+                        ),
+                    )
                     .help("rename one of them so their snake_case spellings differ"),
                 );
                 continue;
@@ -105,7 +115,10 @@ impl<'a> Validator<'a> {
             methods.insert(method, name);
             self.phase_index.insert(name.text.clone(), out.len());
             self.raw_of.push(raw_index);
-            let requeue_after_ms = raw.requeue_after.as_ref().and_then(|d| self.duration(d, "requeueAfter"));
+            let requeue_after_ms = raw
+                .requeue_after
+                .as_ref()
+                .and_then(|d| self.duration(d, "requeueAfter"));
             if raw.terminal.is_some() {
                 if let Some(requeue) = &raw.requeue_after {
                     self.diags.push(
@@ -132,15 +145,22 @@ impl<'a> Validator<'a> {
     }
 
     fn initial(&mut self) -> usize {
-        let marked: Vec<usize> = (0..self.spec.phases.len()).filter(|&i| self.spec.phases[i].initial.is_some()).collect();
+        let marked: Vec<usize> = (0..self.spec.phases.len())
+            .filter(|&i| self.spec.phases[i].initial.is_some())
+            .collect();
         if let [first, rest @ ..] = marked.as_slice() {
             for &extra in rest {
-                let loc = self.spec.phases[extra].initial.unwrap_or(self.spec.phases[extra].name.loc);
+                let loc = self.spec.phases[extra]
+                    .initial
+                    .unwrap_or(self.spec.phases[extra].name.loc);
                 self.diags.push(
-                    Diagnostic::new(loc, format!(
-                        "more than one initial phase: `{}` and `{}`",
-                        self.spec.phases[*first].name.text, self.spec.phases[extra].name.text
-                    ))
+                    Diagnostic::new(
+                        loc,
+                        format!(
+                            "more than one initial phase: `{}` and `{}`",
+                            self.spec.phases[*first].name.text, self.spec.phases[extra].name.text
+                        ),
+                    )
                     .help("exactly one phase is initial; remove `initial` from all but one"),
                 );
             }
@@ -165,8 +185,14 @@ impl<'a> Validator<'a> {
             if let Some(&first) = self.condition_index.get(&name.text) {
                 let first_loc = self.spec.conditions[first].name.loc;
                 self.diags.push(
-                    Diagnostic::new(name.loc, format!("condition `{}` is declared twice", name.text))
-                        .help(format!("it is first declared {}; remove one", earlier(first_loc))),
+                    Diagnostic::new(
+                        name.loc,
+                        format!("condition `{}` is declared twice", name.text),
+                    )
+                    .help(format!(
+                        "it is first declared {}; remove one",
+                        earlier(first_loc)
+                    )),
                 );
                 continue;
             }
@@ -183,30 +209,49 @@ impl<'a> Validator<'a> {
             }
             variants.insert(variant.clone(), name.text.clone());
             self.condition_index.insert(name.text.clone(), out.len());
-            out.push(Condition { type_name: name.text.clone(), variant, description: raw.description.clone() });
+            out.push(Condition {
+                type_name: name.text.clone(),
+                variant,
+                description: raw.description.clone(),
+            });
         }
         out
     }
 
     /// Events from the optional `events:` section; returns whether the section exists.
     fn declared_events(&mut self) -> (Vec<Event>, bool) {
-        let Some(raw) = &self.spec.events else { return (Vec::new(), false) };
+        let Some(raw) = &self.spec.events else {
+            return (Vec::new(), false);
+        };
         let mut out: Vec<Event> = Vec::new();
         let mut first_locs: Vec<Loc> = Vec::new();
         for event in raw {
             if let Some(problem) = names::camel_ident_problem(&event.name.text) {
                 self.diags.push(
-                    Diagnostic::new(event.name.loc, format!("invalid event name: {problem}"))
-                        .help(format!("events become Rust enum variants; rename it, e.g. `{}`", suggest_camel(&event.name.text))),
+                    Diagnostic::new(event.name.loc, format!("invalid event name: {problem}")).help(
+                        format!(
+                            "events become Rust enum variants; rename it, e.g. `{}`",
+                            suggest_camel(&event.name.text)
+                        ),
+                    ),
                 );
             } else if let Some(i) = out.iter().position(|e| e.name == event.name.text) {
                 self.diags.push(
-                    Diagnostic::new(event.name.loc, format!("event `{}` is declared twice", event.name.text))
-                        .help(format!("it is first declared {}; remove one", earlier(first_locs[i]))),
+                    Diagnostic::new(
+                        event.name.loc,
+                        format!("event `{}` is declared twice", event.name.text),
+                    )
+                    .help(format!(
+                        "it is first declared {}; remove one",
+                        earlier(first_locs[i])
+                    )),
                 );
             } else {
                 first_locs.push(event.name.loc);
-                out.push(Event { name: event.name.text.clone(), description: event.description.clone() });
+                out.push(Event {
+                    name: event.name.text.clone(),
+                    description: event.description.clone(),
+                });
             }
         }
         (out, true)
@@ -220,7 +265,17 @@ impl<'a> Validator<'a> {
         self.diags.push(
             Diagnostic::new(name.loc, format!("unknown phase `{}` in {role}", name.text))
                 .suggest(&name.text, known.iter().copied())
-                .help(format!("declared phases: {}", list_in_order(&self.spec.phases.iter().map(|p| p.name.text.as_str()).collect::<Vec<_>>()))),
+                .help(format!(
+                    "declared phases: {}",
+                    list_in_order(
+                        &self
+                            .spec
+                            .phases
+                            .iter()
+                            .map(|p| p.name.text.as_str())
+                            .collect::<Vec<_>>()
+                    )
+                )),
         );
         None
     }
@@ -229,13 +284,28 @@ impl<'a> Validator<'a> {
         if let Some(&i) = self.condition_index.get(&name.text) {
             return Some(i);
         }
-        let declared: Vec<&str> = self.spec.conditions.iter().map(|c| c.name.text.as_str()).collect();
-        let mut d = Diagnostic::new(name.loc, format!("unknown condition `{}` in `when`", name.text))
-            .suggest(&name.text, declared.iter().copied());
+        let declared: Vec<&str> = self
+            .spec
+            .conditions
+            .iter()
+            .map(|c| c.name.text.as_str())
+            .collect();
+        let mut d = Diagnostic::new(
+            name.loc,
+            format!("unknown condition `{}` in `when`", name.text),
+        )
+        .suggest(&name.text, declared.iter().copied());
         d = if declared.is_empty() {
-            d.help(format!("declare it under `conditions:` (`{}: {{}}`)", name.text))
+            d.help(format!(
+                "declare it under `conditions:` (`{}: {{}}`)",
+                name.text
+            ))
         } else {
-            d.help(format!("declared conditions: {}; or declare `{}` under `conditions:`", list_in_order(&declared), name.text))
+            d.help(format!(
+                "declared conditions: {}; or declare `{}` under `conditions:`",
+                list_in_order(&declared),
+                name.text
+            ))
         };
         self.diags.push(d);
         None
@@ -250,23 +320,37 @@ impl<'a> Validator<'a> {
             self.diags.push(
                 Diagnostic::new(name.loc, format!("unknown event `{}` in `on`", name.text))
                     .suggest(&name.text, known.iter().copied())
-                    .help(format!("declared events: {}; or add `{}` under `events:`", list_in_order(&known), name.text)),
+                    .help(format!(
+                        "declared events: {}; or add `{}` under `events:`",
+                        list_in_order(&known),
+                        name.text
+                    )),
             );
             return None;
         }
         if let Some(problem) = names::camel_ident_problem(&name.text) {
             self.diags.push(
-                Diagnostic::new(name.loc, format!("invalid event name: {problem}"))
-                    .help(format!("events become Rust enum variants; rename it, e.g. `{}`", suggest_camel(&name.text))),
+                Diagnostic::new(name.loc, format!("invalid event name: {problem}")).help(format!(
+                    "events become Rust enum variants; rename it, e.g. `{}`",
+                    suggest_camel(&name.text)
+                )),
             );
             return None;
         }
-        events.push(Event { name: name.text.clone(), description: None });
+        events.push(Event {
+            name: name.text.clone(),
+            description: None,
+        });
         Some(events.len() - 1)
     }
 
     /// Resolves transitions into edges, each paired with the transition it came from.
-    fn edges(&mut self, phases: &[Phase], events: &mut Vec<Event>, declared: bool) -> Vec<(Edge, &'a RawTransition)> {
+    fn edges(
+        &mut self,
+        phases: &[Phase],
+        events: &mut Vec<Event>,
+        declared: bool,
+    ) -> Vec<(Edge, &'a RawTransition)> {
         let spec: &'a RawSpec = self.spec;
         let mut edges: Vec<(Edge, &'a RawTransition)> = Vec::new();
         for t in &spec.transitions {
@@ -276,20 +360,45 @@ impl<'a> Validator<'a> {
                         .help("name at least one source phase: `from: [Provisioning, Running]`"),
                 );
             }
-            let froms: Vec<Option<usize>> = t.from.iter().map(|f| self.phase(f, "`from`")).collect();
+            let froms: Vec<Option<usize>> =
+                t.from.iter().map(|f| self.phase(f, "`from`")).collect();
             let to = self.phase(&t.to, "`to`");
             let trigger = self.trigger(t, events, declared);
-            let (Some(to), Some(trigger)) = (to, trigger) else { continue };
+            let (Some(to), Some(trigger)) = (to, trigger) else {
+                continue;
+            };
             for (from_name, from) in t.from.iter().zip(froms) {
                 let Some(from) = from else { continue };
-                self.check_edge(phases, &edges, Edge { from, to, trigger: trigger.clone() }, from_name, t);
-                edges.push((Edge { from, to, trigger: trigger.clone() }, t));
+                self.check_edge(
+                    phases,
+                    &edges,
+                    Edge {
+                        from,
+                        to,
+                        trigger: trigger.clone(),
+                    },
+                    from_name,
+                    t,
+                );
+                edges.push((
+                    Edge {
+                        from,
+                        to,
+                        trigger: trigger.clone(),
+                    },
+                    t,
+                ));
             }
         }
         edges
     }
 
-    fn trigger(&mut self, t: &RawTransition, events: &mut Vec<Event>, declared: bool) -> Option<Trigger> {
+    fn trigger(
+        &mut self,
+        t: &RawTransition,
+        events: &mut Vec<Event>,
+        declared: bool,
+    ) -> Option<Trigger> {
         if let (Some(on), false) = (&t.on, t.when.is_empty()) {
             self.diags.push(
                 Diagnostic::new(on.loc, "a transition has either `on` (an event) or `when` (a rule), not both")
@@ -312,11 +421,20 @@ impl<'a> Validator<'a> {
             };
             if let Some(&(_, status)) = requirements.iter().find(|(other, _)| *other == c) {
                 let message = if status == req.status {
-                    format!("`{}` is required twice in this `when` rule", req.condition.text)
+                    format!(
+                        "`{}` is required twice in this `when` rule",
+                        req.condition.text
+                    )
                 } else {
-                    format!("contradictory `when` rule: `{0}` and `!{0}` can never hold together", req.condition.text)
+                    format!(
+                        "contradictory `when` rule: `{0}` and `!{0}` can never hold together",
+                        req.condition.text
+                    )
                 };
-                self.diags.push(Diagnostic::new(req.condition.loc, message).help("keep one requirement per condition"));
+                self.diags.push(
+                    Diagnostic::new(req.condition.loc, message)
+                        .help("keep one requirement per condition"),
+                );
                 ok = false;
                 continue;
             }
@@ -325,7 +443,14 @@ impl<'a> Validator<'a> {
         ok.then_some(Trigger::When(requirements))
     }
 
-    fn check_edge(&mut self, phases: &[Phase], edges: &[(Edge, &RawTransition)], edge: Edge, from_name: &Name, t: &RawTransition) {
+    fn check_edge(
+        &mut self,
+        phases: &[Phase],
+        edges: &[(Edge, &RawTransition)],
+        edge: Edge,
+        from_name: &Name,
+        t: &RawTransition,
+    ) {
         let (from, to) = (&phases[edge.from].name, &phases[edge.to].name);
         if phases[edge.from].terminal {
             self.diags.push(
@@ -343,15 +468,22 @@ impl<'a> Validator<'a> {
             if other.from != edge.from {
                 continue;
             }
-            if other.to == edge.to && (other.trigger == edge.trigger || other.trigger == Trigger::Manual || edge.trigger == Trigger::Manual) {
+            if other.to == edge.to
+                && (other.trigger == edge.trigger
+                    || other.trigger == Trigger::Manual
+                    || edge.trigger == Trigger::Manual)
+            {
                 self.diags.push(
                     Diagnostic::new(t.loc, format!("duplicate transition `{from} -> {to}`"))
                         .help(format!("it is already declared {}; an edge with `on` or `when` can also be taken by the handler, so list it once", earlier(other_t.loc))),
                 );
                 return;
             }
-            if let (Trigger::Event(a), Trigger::Event(b)) = (&other.trigger, &edge.trigger) {
-                if a == b && other.to != edge.to {
+            if let (Trigger::Event(a), Trigger::Event(b)) = (&other.trigger, &edge.trigger)
+                && a == b
+                && other.to != edge.to
+            {
+                {
                     let event = t.on.as_ref().map_or("", |n| n.text.as_str());
                     self.diags.push(
                         Diagnostic::new(t.on.as_ref().map_or(t.loc, |n| n.loc), format!(
@@ -366,7 +498,11 @@ impl<'a> Validator<'a> {
         }
     }
 
-    fn timeouts(&mut self, phases: &[Phase], edges: &[(Edge, &RawTransition)]) -> Vec<Option<Timeout>> {
+    fn timeouts(
+        &mut self,
+        phases: &[Phase],
+        edges: &[(Edge, &RawTransition)],
+    ) -> Vec<Option<Timeout>> {
         let mut out = Vec::with_capacity(phases.len());
         for i in 0..phases.len() {
             let raw = &self.spec.phases[self.raw_of[i]];
@@ -376,16 +512,24 @@ impl<'a> Validator<'a> {
             };
             let after = self.duration(&t.after, "timeout.after");
             let to = self.phase(&t.to, "`timeout.to`");
-            if let Some(reason) = &t.reason {
-                if let Some(problem) = names::camel_ident_problem(&reason.text) {
+            if let Some(reason) = &t.reason
+                && let Some(problem) = names::camel_ident_problem(&reason.text)
+            {
+                {
                     self.diags.push(
                         Diagnostic::new(reason.loc, format!("invalid timeout reason: {problem}"))
-                            .help(format!("reasons are UpperCamelCase words, e.g. `{}`", suggest_camel(&reason.text))),
+                            .help(format!(
+                                "reasons are UpperCamelCase words, e.g. `{}`",
+                                suggest_camel(&reason.text)
+                            )),
                     );
                 }
             }
-            if let Some(to) = to {
-                if raw.terminal.is_none() && !edges.iter().any(|(e, _)| e.from == i && e.to == to) {
+            if let Some(to) = to
+                && raw.terminal.is_none()
+                && !edges.iter().any(|(e, _)| e.from == i && e.to == to)
+            {
+                {
                     let (from, target) = (&phases[i].name, &phases[to].name);
                     self.diags.push(
                         Diagnostic::new(t.to.loc, format!("timeout from `{from}` goes to `{target}`, but `{from} -> {target}` is not a declared transition"))
@@ -393,9 +537,16 @@ impl<'a> Validator<'a> {
                     );
                 }
             }
-            let reason = t.reason.as_ref().map_or_else(|| format!("{}TimedOut", raw.name.text), |r| r.text.clone());
+            let reason = t
+                .reason
+                .as_ref()
+                .map_or_else(|| format!("{}TimedOut", raw.name.text), |r| r.text.clone());
             out.push(match (after, to) {
-                (Some(after_ms), Some(to)) => Some(Timeout { after_ms, to, reason }),
+                (Some(after_ms), Some(to)) => Some(Timeout {
+                    after_ms,
+                    to,
+                    reason,
+                }),
                 _ => None,
             });
         }
@@ -408,7 +559,9 @@ impl<'a> Validator<'a> {
             names::condition_type_problem(&format!("{domain}/X")).is_none()
                 && !name.is_empty()
                 && name.len() <= 63
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         });
         if !valid {
             self.diags.push(
@@ -439,14 +592,32 @@ impl<'a> Validator<'a> {
             let loc = self.spec.phases[self.raw_of[i]].name.loc;
             if !seen[i] {
                 self.diags.push(
-                    Diagnostic::new(loc, format!("phase `{}` is unreachable from the initial phase `{initial_name}`", phase.name))
-                        .help(format!("add a transition into `{}` from a reachable phase, or remove it", phase.name)),
+                    Diagnostic::new(
+                        loc,
+                        format!(
+                            "phase `{}` is unreachable from the initial phase `{initial_name}`",
+                            phase.name
+                        ),
+                    )
+                    .help(format!(
+                        "add a transition into `{}` from a reachable phase, or remove it",
+                        phase.name
+                    )),
                 );
             }
             if !phase.terminal && !edges.iter().any(|(e, _)| e.from == i) {
                 self.diags.push(
-                    Diagnostic::new(loc, format!("phase `{}` is not terminal and has no transition out", phase.name))
-                        .help(format!("mark it `terminal: true`, or add a transition from `{}`", phase.name)),
+                    Diagnostic::new(
+                        loc,
+                        format!(
+                            "phase `{}` is not terminal and has no transition out",
+                            phase.name
+                        ),
+                    )
+                    .help(format!(
+                        "mark it `terminal: true`, or add a transition from `{}`",
+                        phase.name
+                    )),
                 );
             }
         }
@@ -457,7 +628,9 @@ impl<'a> Validator<'a> {
     /// conditions: whenever it holds, the earlier one holds too and wins.
     fn shadowed_rules(&mut self, phases: &[Phase], edges: &[(Edge, &RawTransition)]) {
         for (j, (later, later_t)) in edges.iter().enumerate() {
-            let Trigger::When(later_reqs) = &later.trigger else { continue };
+            let Trigger::When(later_reqs) = &later.trigger else {
+                continue;
+            };
             let later_set: BTreeSet<&(usize, bool)> = later_reqs.iter().collect();
             let shadow = edges[..j].iter().find(|(earlier, _)| {
                 earlier.from == later.from
@@ -485,8 +658,11 @@ impl<'a> Validator<'a> {
             Ok(ms) => Some(ms),
             Err(problem) => {
                 self.diags.push(
-                    Diagnostic::new(text.loc, format!("invalid duration `{}` in `{key}`: {problem}", text.text))
-                        .help("write a positive duration such as `500ms`, `30s`, `10m` or `1h30m`"),
+                    Diagnostic::new(
+                        text.loc,
+                        format!("invalid duration `{}` in `{key}`: {problem}", text.text),
+                    )
+                    .help("write a positive duration such as `500ms`, `30s`, `10m` or `1h30m`"),
                 );
                 None
             }
@@ -503,13 +679,19 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
     let mut total: u64 = 0;
     let mut rest = text;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 {
             return Err(format!("expected a number at `{rest}`"));
         }
-        let number: u64 = rest[..digits].parse().map_err(|_| "number too large".to_owned())?;
+        let number: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| "number too large".to_owned())?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let factor = match &rest[..unit_len] {
             "ms" => 1,
             "s" => 1_000,
@@ -541,7 +723,11 @@ fn suggest_camel(name: &str) -> String {
 }
 
 fn list_in_order(names: &[&str]) -> String {
-    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

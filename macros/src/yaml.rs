@@ -238,7 +238,9 @@ mod tests {
         let doc = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         let err = parse(&doc).unwrap_err();
         assert!(err.message.starts_with("invalid YAML"), "{}", err.message);
-        let block: String = (0..5_000).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+        let block: String = (0..5_000)
+            .map(|i| format!("{}k:\n", " ".repeat(i)))
+            .collect();
         assert!(parse(&block).is_err());
     }
 

@@ -39,8 +39,12 @@ pub fn validate_reason(reason: &str) -> Result<(), ConditionError> {
 /// `now` truncated to whole seconds, as Kubernetes serialises times.
 pub fn truncate(now: Timestamp) -> Time {
     Time(
-        now.round(TimestampRound::new().smallest(Unit::Second).mode(k8s_openapi::jiff::RoundMode::Trunc))
-            .unwrap_or(now),
+        now.round(
+            TimestampRound::new()
+                .smallest(Unit::Second)
+                .mode(k8s_openapi::jiff::RoundMode::Trunc),
+        )
+        .unwrap_or(now),
     )
 }
 
@@ -98,7 +102,12 @@ pub fn set(
 /// The status of a condition type: `Some(true)` for True, `Some(false)` for False, `None` when
 /// absent or Unknown.
 pub fn status_of(conditions: &[Condition], type_: &str) -> Option<bool> {
-    match conditions.iter().find(|c| c.type_ == type_)?.status.as_str() {
+    match conditions
+        .iter()
+        .find(|c| c.type_ == type_)?
+        .status
+        .as_str()
+    {
         "True" => Some(true),
         "False" => Some(false),
         _ => None,
@@ -116,16 +125,67 @@ mod tests {
     #[test]
     fn transition_time_moves_only_when_status_changes() {
         let mut c = Vec::new();
-        assert!(set(&mut c, "Ready", "False", "Starting", "m".into(), Some(1), at(100, 700_000_000)).unwrap());
+        assert!(
+            set(
+                &mut c,
+                "Ready",
+                "False",
+                "Starting",
+                "m".into(),
+                Some(1),
+                at(100, 700_000_000)
+            )
+            .unwrap()
+        );
         assert_eq!(c[0].last_transition_time.0, at(100, 0));
         // Same status, new reason/message/generation: updated, time kept.
-        assert!(set(&mut c, "Ready", "False", "Waiting", "m2".into(), Some(2), at(200, 0)).unwrap());
-        assert_eq!((c[0].reason.as_str(), c[0].message.as_str(), c[0].observed_generation), ("Waiting", "m2", Some(2)));
+        assert!(
+            set(
+                &mut c,
+                "Ready",
+                "False",
+                "Waiting",
+                "m2".into(),
+                Some(2),
+                at(200, 0)
+            )
+            .unwrap()
+        );
+        assert_eq!(
+            (
+                c[0].reason.as_str(),
+                c[0].message.as_str(),
+                c[0].observed_generation
+            ),
+            ("Waiting", "m2", Some(2))
+        );
         assert_eq!(c[0].last_transition_time.0, at(100, 0));
         // Nothing changed: reports no change.
-        assert!(!set(&mut c, "Ready", "False", "Waiting", "m2".into(), Some(2), at(300, 0)).unwrap());
+        assert!(
+            !set(
+                &mut c,
+                "Ready",
+                "False",
+                "Waiting",
+                "m2".into(),
+                Some(2),
+                at(300, 0)
+            )
+            .unwrap()
+        );
         // Status flips: time moves.
-        assert!(set(&mut c, "Ready", "True", "Up", String::new(), Some(2), at(400, 5)).unwrap());
+        assert!(
+            set(
+                &mut c,
+                "Ready",
+                "True",
+                "Up",
+                String::new(),
+                Some(2),
+                at(400, 5)
+            )
+            .unwrap()
+        );
         assert_eq!(c[0].last_transition_time.0, at(400, 0));
         assert_eq!(c.len(), 1);
         assert_eq!(status_of(&c, "Ready"), Some(true));
@@ -137,11 +197,29 @@ mod tests {
         for ok in ["A", "PodsReady", "a_b", "X1,y:z9"] {
             assert_eq!(validate_reason(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "1abc", "has space", "Trailing:", "dash-ed", &"A".repeat(1025)] {
+        for bad in [
+            "",
+            "1abc",
+            "has space",
+            "Trailing:",
+            "dash-ed",
+            &"A".repeat(1025),
+        ] {
             assert!(validate_reason(bad).is_err(), "{bad}");
         }
         let mut c = Vec::new();
-        assert!(set(&mut c, "Ready", "True", "not ok", String::new(), None, at(1, 0)).is_err());
+        assert!(
+            set(
+                &mut c,
+                "Ready",
+                "True",
+                "not ok",
+                String::new(),
+                None,
+                at(1, 0)
+            )
+            .is_err()
+        );
         assert!(c.is_empty());
     }
 }

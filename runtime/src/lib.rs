@@ -109,10 +109,15 @@ pub mod __private {
     }
 
     /// Erases a handler's typed [`crate::Next`] into the engine's [`crate::Choice`].
-    pub fn choice<P, T: Into<P>, E: PhaseEvent<P> + Copy>(next: crate::Next<T, E>) -> crate::Choice<P> {
+    pub fn choice<P, T: Into<P>, E: PhaseEvent<P> + Copy>(
+        next: crate::Next<T, E>,
+    ) -> crate::Choice<P> {
         match next {
             crate::Next::Stay => crate::Choice::Stay,
-            crate::Next::To(target) => crate::Choice::To { phase: target.into(), event: None },
+            crate::Next::To(target) => crate::Choice::To {
+                phase: target.into(),
+                event: None,
+            },
             crate::Next::Fire(event) => crate::Choice::To {
                 event: Some(event.name()),
                 phase: event.target(),

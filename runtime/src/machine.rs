@@ -98,9 +98,7 @@ pub struct Requirement {
 }
 
 /// Implemented by the generated `{Kind}Phase` enum.
-pub trait Phase:
-    Copy + Eq + Ord + Hash + Debug + Display + Send + Sync + Unpin + 'static
-{
+pub trait Phase: Copy + Eq + Ord + Hash + Debug + Display + Send + Sync + Unpin + 'static {
     /// The machine this phase belongs to.
     const MACHINE: &'static MachineData;
     /// Position in [`MachineData::phases`].

@@ -19,6 +19,7 @@ use crate::machine::Phase;
 pub struct MachineStatus<P> {
     /// The current phase. A value that is not a declared phase still decodes (see [`PhaseValue`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "P")]
     pub phase: Option<PhaseValue<P>>,
     /// Conditions, keyed by type (apimachinery semantics).
     #[serde(default)]

@@ -41,7 +41,12 @@ impl<K: StateMachine> Step<K> {
         reason: &str,
         message: impl Into<String>,
     ) -> Result<(), ConditionError> {
-        self.set(condition, conditions::status_str(status), reason, message.into())
+        self.set(
+            condition,
+            conditions::status_str(status),
+            reason,
+            message.into(),
+        )
     }
 
     /// Sets a condition to `Unknown`.
@@ -80,7 +85,9 @@ impl<K: StateMachine> Step<K> {
 
     /// The full condition, if present.
     pub fn condition(&self, condition: K::Condition) -> Option<&Condition> {
-        self.conditions.iter().find(|c| c.type_ == condition.as_str())
+        self.conditions
+            .iter()
+            .find(|c| c.type_ == condition.as_str())
     }
 
     /// All conditions as they stand after this step's changes.

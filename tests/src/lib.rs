@@ -1,1 +1,101 @@
+//! Test resources for kube-fsm: the reference machines of `specs/`, compiled by the macro, and
+//! shared helpers for the integration tests.
+#![deny(warnings, clippy::pedantic)]
 
+pub mod resources {
+    //! Custom resources driven by the example specs.
+    use kube::CustomResource;
+    use kube_fsm::{MachineStatus, state_machine};
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    /// The reference machine, from `specs/database.yaml`.
+    #[state_machine(spec = "../specs/database.yaml")]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Database",
+        namespaced,
+        status = "DatabaseStatus"
+    )]
+    pub struct DatabaseSpec {
+        /// Database engine version.
+        pub version: String,
+    }
+
+    /// Status of [`Database`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+    pub struct DatabaseStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<DatabasePhase>,
+        /// Where the database answers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub endpoint: Option<String>,
+    }
+
+    /// The same machine as `Database`, written inline.
+    #[state_machine(
+        phases(
+            Pending(initial, description = "Accepted, waiting to be provisioned."),
+            Provisioning(description = "Child resources are being created.", requeue_after = "10s",
+                         timeout = "10m" -> Failed as ProvisioningTimedOut),
+            Running(description = "Serving."),
+            Degraded(description = "Serving, but not every part is healthy.", requeue_after = "30s"),
+            Failed(description = "Gave up; needs a human.", terminal),
+        ),
+        conditions(
+            PodsReady(description = "All database pods are ready."),
+            ServiceAvailable(description = "The service answers."),
+        ),
+        transitions(
+            Pending -> Provisioning on Accept,
+            Provisioning -> Running when PodsReady,
+            Running -> Degraded when !ServiceAvailable,
+            Degraded -> Running when ServiceAvailable && PodsReady,
+            [Provisioning, Running, Degraded] -> Failed on Fail,
+        ),
+        finalizer = "example.com/cleanup",
+    )]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "InlineDatabase",
+        namespaced,
+        status = "InlineDatabaseStatus"
+    )]
+    pub struct InlineDatabaseSpec {}
+
+    /// Status of [`InlineDatabase`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct InlineDatabaseStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<InlineDatabasePhase>,
+    }
+
+    /// A batch run, from `specs/pipeline.yaml`.
+    #[state_machine(spec = "../specs/pipeline.yaml")]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Pipeline",
+        namespaced,
+        status = "PipelineStatus"
+    )]
+    pub struct PipelineSpec {
+        /// The image to run.
+        pub image: String,
+    }
+
+    /// Status of [`Pipeline`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct PipelineStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<PipelinePhase>,
+    }
+}
