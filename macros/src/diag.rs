@@ -144,6 +144,10 @@ impl Diagnostics {
         self.errors.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+
     pub fn into_vec(self) -> Vec<Diagnostic> {
         self.errors
     }
@@ -164,7 +168,7 @@ impl Diagnostics {
                     Loc::Span(span) => span,
                 };
                 let message = d.render(file);
-                quote_spanned!(span=> ::core::compile_error! { #message };)
+                quote_spanned!(span=> ::core::compile_error! { #message })
             })
             .collect()
     }

@@ -47,7 +47,10 @@ pub fn emit(machine: &Machine, target: &Target<'_>) -> TokenStream {
     let condition_enum = condition_enum(machine, target, &names);
     let event_enum = event_enum(machine, target, &names);
     let per_phase = per_phase_types(machine, target, &names);
-    let handler = handler_trait(machine, target, &names);
+    let handler = target
+        .status_field
+        .is_some()
+        .then(|| handler_trait(machine, target, &names));
     let glue = glue(machine, target, &names);
     quote! {
         #phase_enum
@@ -207,7 +210,7 @@ fn phase_enum(machine: &Machine, target: &Target<'_>, names: &Names) -> TokenStr
         impl ::core::str::FromStr for #phase {
             type Err = ::kube_fsm::UnknownPhase;
             #unknown_doc
-            fn from_str(value: &str) -> ::core::result::Result<Self, Self::Err> {
+            fn from_str(value: &str) -> ::core::result::Result<Self, <Self as ::core::str::FromStr>::Err> {
                 let mut i = 0;
                 while i < #count {
                     if Self::NAMES[i].len() == value.len() && Self::NAMES[i].as_bytes() == value.as_bytes() {
@@ -650,6 +653,8 @@ fn glue(machine: &Machine, target: &Target<'_>, names: &Names) -> TokenStream {
         )))
     };
     let status_impl = target.status_field.map(|(field, span)| {
+        // Spanned at `#[kube(status = "...")]`, so a status without the field is reported there.
+        let field = Ident::new(&field.to_string(), span);
         let get = quote_spanned!(span=> status.#field);
         quote! {
             impl ::kube_fsm::StateMachine for #kind {

@@ -73,6 +73,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         )));
     }
 
+    // Without a status there is nowhere to keep the phase: emit the enums only (the handler
+    // trait and glue need `StateMachine`), so the one error above is the only one.
     let status_span = kube.status.as_ref().map(syn::LitStr::span);
     let generated = match &machine {
         Some(machine) if !machine.phases.is_empty() => emit::emit(
@@ -91,7 +93,11 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             const _: &[u8] = ::core::include_bytes!(#path);
         )
     });
-    let errors = Diagnostics::to_compile_errors(diags.into_vec(), file.as_ref(), args.span);
+    let file_span = match &args.source {
+        SpecSource::File(lit) => lit.span(),
+        SpecSource::Inline(_) => args.span,
+    };
+    let errors = Diagnostics::to_compile_errors(diags.into_vec(), file.as_ref(), file_span);
     quote! {
         #item
         #generated

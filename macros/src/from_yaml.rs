@@ -146,16 +146,19 @@ impl Reader<'_> {
 
     fn transition(&mut self, node: &Node) -> Option<RawTransition> {
         let entries = self.fields(node, TRANSITION_KEYS, "a transition")?;
-        let loc = Loc::File(node.pos);
+        let loc = Loc::File(self.flow_extent(node.pos));
         let (mut from, mut to, mut on, mut when) = (Vec::new(), None, None, Vec::new());
-        let mut saw_from = false;
+        let (mut saw_from, mut saw_to) = (false, false);
         for (key, value) in entries {
             match key.text.as_str() {
                 "from" => {
                     saw_from = true;
                     from = self.names(value, "`from`");
                 }
-                "to" => to = self.string(value, "`to`"),
+                "to" => {
+                    saw_to = true;
+                    to = self.string(value, "`to`");
+                }
                 "on" => on = self.string(value, "`on`"),
                 "when" => {
                     for text in self.names(value, "`when`") {
@@ -165,10 +168,10 @@ impl Reader<'_> {
                 _ => {}
             }
         }
-        if !saw_from || to.is_none() {
+        if !saw_from || !saw_to {
             let missing = if saw_from {
                 "`to`"
-            } else if to.is_some() {
+            } else if saw_to {
                 "`from`"
             } else {
                 "`from` and `to`"
@@ -365,6 +368,18 @@ impl Reader<'_> {
             )
             .help(format!("write {what} as {expected}")),
         );
+    }
+
+    /// A flow mapping written on one line (`{ from: A, to: B }`) underlined to its end.
+    fn flow_extent(&self, pos: Pos) -> Pos {
+        let Some(line) = self.file.line(pos.line) else {
+            return pos;
+        };
+        let rest: String = line.chars().skip(pos.col.saturating_sub(1)).collect();
+        match (rest.starts_with('{'), rest.find('}')) {
+            (true, Some(end)) => pos.with_len(rest[..=end].chars().count()),
+            _ => pos,
+        }
     }
 
     /// The parser gives the start of a node (a quote, for quoted scalars); find the text itself.

@@ -9,10 +9,26 @@ const KEYWORDS: &[&str] = &[
     "override", "priv", "try", "typeof", "unsized", "virtual", "yield",
 ];
 
+/// Associated items of the generated enums, which a variant may not shadow.
+const RESERVED: &[&str] = &[
+    "ALL",
+    "INITIAL",
+    "MACHINE",
+    "NAMES",
+    "TERMINAL",
+    "EDGES",
+    "SUCCESSORS",
+];
+
 /// Why a phase or event name is not acceptable, or `None` when it is.
 pub fn camel_ident_problem(name: &str) -> Option<String> {
     if KEYWORDS.contains(&name) {
         return Some(format!("`{name}` is a Rust keyword"));
+    }
+    if RESERVED.contains(&name) {
+        return Some(format!(
+            "`{name}` is reserved for an associated item of the generated enum"
+        ));
     }
     let mut chars = name.chars();
     let Some(first) = chars.next() else {

@@ -13,6 +13,9 @@ use crate::spec::{Name, RawSpec, RawTransition};
 /// of the parts that were valid (it is emitted as a skeleton beside the errors, so user code
 /// that names valid phases does not add a cascade of follow-on errors).
 pub fn validate(spec: &RawSpec, diags: &mut Diagnostics) -> Machine {
+    // A spec that did not even read cleanly (unknown keys, wrong types) is incomplete: graph
+    // checks on it would only echo the first error.
+    let read_cleanly = diags.is_empty();
     let mut v = Validator {
         spec,
         diags,
@@ -25,11 +28,14 @@ pub fn validate(spec: &RawSpec, diags: &mut Diagnostics) -> Machine {
     let (mut events, declared_events) = v.declared_events();
     let resolved_before = v.diags.len();
     let edges = v.edges(&phases, &mut events, declared_events);
-    let names_resolved = v.diags.len() == resolved_before;
+    let names_resolved = read_cleanly && v.diags.len() == resolved_before;
     let timeouts = v.timeouts(&phases, &edges);
     let finalizer = v.finalizer();
+    let errors_before_initial = v.diags.len();
     let initial = v.initial();
-    if names_resolved {
+    // With two initial phases, reachability from "the" initial phase is meaningless.
+    let one_initial = v.diags.len() == errors_before_initial;
+    if names_resolved && one_initial {
         v.graph(&phases, &edges, initial);
     }
     let phases = phases
@@ -369,25 +375,16 @@ impl<'a> Validator<'a> {
             };
             for (from_name, from) in t.from.iter().zip(froms) {
                 let Some(from) = from else { continue };
-                self.check_edge(
-                    phases,
-                    &edges,
-                    Edge {
-                        from,
-                        to,
-                        trigger: trigger.clone(),
-                    },
-                    from_name,
-                    t,
-                );
-                edges.push((
-                    Edge {
-                        from,
-                        to,
-                        trigger: trigger.clone(),
-                    },
-                    t,
-                ));
+                let edge = Edge {
+                    from,
+                    to,
+                    trigger: trigger.clone(),
+                };
+                // An edge that breaks a rule stays out of the best-effort machine, so the
+                // skeleton emitted beside the error does not add errors of its own.
+                if self.check_edge(phases, &edges, &edge, from_name, t) {
+                    edges.push((edge, t));
+                }
             }
         }
         edges
@@ -443,14 +440,16 @@ impl<'a> Validator<'a> {
         ok.then_some(Trigger::When(requirements))
     }
 
+    /// Checks one edge against the ones before it; `false` when it breaks a rule.
     fn check_edge(
         &mut self,
         phases: &[Phase],
         edges: &[(Edge, &RawTransition)],
-        edge: Edge,
+        edge: &Edge,
         from_name: &Name,
         t: &RawTransition,
-    ) {
+    ) -> bool {
+        let before = self.diags.len();
         let (from, to) = (&phases[edge.from].name, &phases[edge.to].name);
         if phases[edge.from].terminal {
             self.diags.push(
@@ -477,7 +476,7 @@ impl<'a> Validator<'a> {
                     Diagnostic::new(t.loc, format!("duplicate transition `{from} -> {to}`"))
                         .help(format!("it is already declared {}; an edge with `on` or `when` can also be taken by the handler, so list it once", earlier(other_t.loc))),
                 );
-                return;
+                return false;
             }
             if let (Trigger::Event(a), Trigger::Event(b)) = (&other.trigger, &edge.trigger)
                 && a == b
@@ -492,10 +491,11 @@ impl<'a> Validator<'a> {
                         ))
                         .help("an event must have one target per phase; use a different event name for one of them"),
                     );
-                    return;
+                    return false;
                 }
             }
         }
+        self.diags.len() == before
     }
 
     fn timeouts(

@@ -164,7 +164,16 @@ pub fn parse(text: &str) -> Result<Node, Diagnostic> {
             let pos = err.location().map_or(Pos::line_col(1, 1), pos_of);
             let message = first_line(&err.to_string());
             let over_budget = message.contains("budget") || message.contains("limit");
-            let diag = Diagnostic::new(pos, format!("invalid YAML: {message}"));
+            let diag = if over_budget {
+                Diagnostic::new(
+                    pos,
+                    format!(
+                        "spec rejected: it exceeds the YAML parser's resource budget ({message})"
+                    ),
+                )
+            } else {
+                Diagnostic::new(pos, format!("invalid YAML: {message}"))
+            };
             Err(if over_budget {
                 diag.help(format!(
                     "specs are small documents: at most {MAX_DEPTH} levels of nesting, \
@@ -178,9 +187,11 @@ pub fn parse(text: &str) -> Result<Node, Diagnostic> {
 }
 
 fn first_line(message: &str) -> String {
-    // The parser's message may end with its own " at line X column Y"; we print the position
-    // ourselves, so keep the first line only.
-    message.lines().next().unwrap_or(message).trim().to_owned()
+    // The parser's message may end with its own " at line X, column Y ..."; we print the
+    // position ourselves, so keep what comes before it, on the first line.
+    let line = message.lines().next().unwrap_or(message);
+    let line = line.split(" at line ").next().unwrap_or(line);
+    line.trim().to_owned()
 }
 
 #[cfg(test)]
@@ -237,7 +248,7 @@ mod tests {
     fn deep_nesting_is_rejected_without_overflow() {
         let doc = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         let err = parse(&doc).unwrap_err();
-        assert!(err.message.starts_with("invalid YAML"), "{}", err.message);
+        assert!(err.message.contains("budget"), "{}", err.message);
         let block: String = (0..5_000)
             .map(|i| format!("{}k:\n", " ".repeat(i)))
             .collect();
