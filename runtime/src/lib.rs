@@ -31,12 +31,20 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod backoff;
 pub mod conditions;
+pub mod controller;
+pub mod decide;
 pub mod machine;
 pub mod next;
+pub mod reconcile;
+pub mod scope;
 pub mod status;
 pub mod step;
+pub mod step_plan;
+pub mod testing;
 
+pub use controller::{Operator, owner_reference};
 pub use kube_fsm_macros::state_machine;
 pub use machine::{ConditionType, MachineData, Phase, StateMachine};
 pub use next::{Choice, Cleanup, Next, Verdict};

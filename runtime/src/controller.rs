@@ -1,0 +1,179 @@
+//! A builder over kube's `Controller`: scope, watcher config, owned children, concurrency,
+//! graceful shutdown, and the engine's per-object backoff.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::runtime::{Controller, controller, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::backoff::Backoff;
+use crate::reconcile::{Engine, EngineConfig, Reconciled};
+use crate::scope::ScopedApi;
+
+type Wiring<K> = Box<dyn FnOnce(Controller<K>, &Client, Option<&str>) -> Controller<K> + Send>;
+
+/// Runs a state machine as a Kubernetes controller.
+///
+/// ```no_run
+/// # async fn demo<K, H>(client: kube::Client, handler: H) where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+/// kube_fsm::Operator::<K, H>::new(client, handler)
+///     .namespace("default")
+///     .concurrency(8)
+///     .run()
+///     .await;
+/// # }
+/// ```
+pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> {
+    client: Client,
+    handler: H,
+    namespace: Option<String>,
+    watcher: watcher::Config,
+    concurrency: u16,
+    config: EngineConfig,
+    wiring: Vec<Wiring<K>>,
+    shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> std::fmt::Debug
+    for Operator<K, H>
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operator")
+            .field("namespace", &self.namespace)
+            .field("concurrency", &self.concurrency)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, H> Operator<K, H>
+where
+    K: Reconciled<H>,
+    K::Scope: ScopedApi,
+    H: Send + Sync + 'static,
+{
+    /// A controller for `K` driven by `handler`, watching all namespaces by default.
+    pub fn new(client: Client, handler: H) -> Self {
+        Operator {
+            client,
+            handler,
+            namespace: None,
+            watcher: watcher::Config::default(),
+            concurrency: 0,
+            config: EngineConfig::default(),
+            wiring: Vec::new(),
+            shutdown: None,
+        }
+    }
+
+    /// Watch one namespace only.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// The watcher configuration (label/field selectors, page size, ...).
+    #[must_use]
+    pub fn watcher_config(mut self, config: watcher::Config) -> Self {
+        self.watcher = config;
+        self
+    }
+
+    /// At most this many objects reconciled at once (0 = unbounded, kube's default).
+    #[must_use]
+    pub fn concurrency(mut self, concurrency: u16) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Backoff after failed reconciles (per object, exponential, jittered, reset on success).
+    #[must_use]
+    pub fn backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.config.backoff = Backoff { base, max };
+        self
+    }
+
+    /// Status writes retried after conflicts before backing off.
+    #[must_use]
+    pub fn max_conflict_retries(mut self, retries: u32) -> Self {
+        self.config.max_conflict_retries = retries;
+        self
+    }
+
+    /// The controller name recorded on Events.
+    #[must_use]
+    pub fn reporter(mut self, name: impl Into<String>) -> Self {
+        self.config.reporter = name.into();
+        self
+    }
+
+    /// Reconcile the owner when a child of type `C` it controls changes (set the child's
+    /// controller reference with [`owner_reference`]).
+    #[must_use]
+    pub fn owns<C>(mut self, config: watcher::Config) -> Self
+    where
+        C: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        C::Scope: ScopedApi,
+    {
+        self.wiring
+            .push(Box::new(move |controller, client, namespace| {
+                controller.owns(C::Scope::api::<C>(client.clone(), namespace), config)
+            }));
+        self
+    }
+
+    /// Stop gracefully when `signal` completes (default: SIGTERM or Ctrl-C).
+    #[must_use]
+    pub fn shutdown_on(mut self, signal: impl Future<Output = ()> + Send + Sync + 'static) -> Self {
+        self.shutdown = Some(Box::pin(signal));
+        self
+    }
+
+    /// Runs until shutdown.
+    pub async fn run(self) {
+        let (controller, engine) = self.build();
+        controller
+            .run(Engine::reconcile, Engine::error_policy, engine)
+            .for_each(|result| async move {
+                if let Err(err) = result {
+                    tracing::debug!(%err, "controller event");
+                }
+            })
+            .await;
+    }
+
+    fn build(self) -> (Controller<K>, Arc<Engine<K, H>>) {
+        let namespace = self.namespace.as_deref();
+        let api = K::Scope::api::<K>(self.client.clone(), namespace);
+        let mut controller = Controller::new(api, self.watcher)
+            .with_config(controller::Config::default().concurrency(self.concurrency));
+        for wire in self.wiring {
+            controller = wire(controller, &self.client, namespace);
+        }
+        controller = match self.shutdown {
+            Some(signal) => controller.graceful_shutdown_on(signal),
+            None => controller.shutdown_on_signal(),
+        };
+        let engine = Engine::new(self.client, self.namespace, self.handler, self.config);
+        (controller, Arc::new(engine))
+    }
+}
+
+/// The controller ownerReference making `owner` own a child (set it on the child's
+/// `metadata.ownerReferences`; Kubernetes garbage-collects the child with its owner).
+pub fn owner_reference<K: Resource<DynamicType = ()>>(owner: &K) -> Option<OwnerReference> {
+    owner.controller_owner_ref(&())
+}
