@@ -98,4 +98,28 @@ pub mod resources {
         #[serde(flatten)]
         pub machine: MachineStatus<PipelinePhase>,
     }
+
+    /// A machine with a self-loop and a handler-only edge, for the decision tests.
+    #[state_machine(
+        phases(Waiting(initial, requeue_after = "30s", timeout = "5m" -> GaveUp), Working, GaveUp(terminal), Done(terminal)),
+        conditions(Ready),
+        transitions(
+            Waiting -> Waiting on Retry,
+            Waiting -> Working when Ready,
+            Waiting -> GaveUp,
+            Working -> Done on Finish,
+            Working -> Waiting when !Ready,
+        ),
+    )]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(group = "fsm.example.com", version = "v1", kind = "Retrier", namespaced, status = "RetrierStatus")]
+    pub struct RetrierSpec {}
+
+    /// Status of [`Retrier`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct RetrierStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<RetrierPhase>,
+    }
 }

@@ -1,0 +1,225 @@
+//! The pure decision core, exhaustively over the example machines: every (phase, target) pair,
+//! every combination of condition statuses for the `when` rules, time-in-phase boundaries,
+//! self-loops, status diffs and requeue choices.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube_fsm::decide::{self, Position};
+use kube_fsm::{Choice, MachineStatus, Phase, PhaseValue};
+use kube_fsm_tests::resources::*;
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+}
+
+fn condition(type_: &str, status: Option<bool>) -> Option<Condition> {
+    let status = status?;
+    Some(Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: "Test".into(),
+        message: String::new(),
+        observed_generation: None,
+        last_transition_time: Time(at(0)),
+    })
+}
+
+/// Every assignment of True / False / absent to the given condition types.
+fn assignments(types: &[&'static str]) -> Vec<Vec<(&'static str, Option<bool>)>> {
+    let mut out = vec![Vec::new()];
+    for t in types {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                [None, Some(true), Some(false)].map(|s| {
+                    let mut v = prefix.clone();
+                    v.push((*t, s));
+                    v
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+fn conditions(assignment: &[(&'static str, Option<bool>)]) -> Vec<Condition> {
+    assignment.iter().filter_map(|(t, s)| condition(t, *s)).collect()
+}
+
+fn get(assignment: &[(&str, Option<bool>)], t: &str) -> Option<bool> {
+    assignment.iter().find(|(n, _)| *n == t).and_then(|(_, s)| *s)
+}
+
+#[test]
+fn explicit_choices_are_legal_exactly_on_declared_edges() {
+    fn check<P: Phase>(all: &[P]) {
+        for &from in all {
+            for &to in all {
+                let result = decide::choose(from, Choice::To { phase: to, event: None }, &[]);
+                if from.can_transition_to(to) {
+                    assert_eq!(result, Ok(Some((to, decide::PHASE_CHANGED))), "{from} -> {to}");
+                } else {
+                    let err = result.unwrap_err();
+                    assert_eq!((err.from, err.to), (from.name(), to.name()));
+                }
+            }
+        }
+    }
+    check(&DatabasePhase::ALL);
+    check(&PipelinePhase::ALL);
+    check(&RetrierPhase::ALL);
+    let fired = decide::choose(DatabasePhase::Pending, Choice::To { phase: DatabasePhase::Provisioning, event: Some("Accept") }, &[]);
+    assert_eq!(fired, Ok(Some((DatabasePhase::Provisioning, "Accept"))));
+}
+
+#[test]
+fn database_rules_for_every_condition_combination() {
+    use DatabasePhase::*;
+    for assignment in assignments(&["PodsReady", "ServiceAvailable"]) {
+        let conds = conditions(&assignment);
+        let pods = get(&assignment, "PodsReady");
+        let svc = get(&assignment, "ServiceAvailable");
+        let expected = |phase| match phase {
+            Provisioning if pods == Some(true) => Some(Running),
+            Running if svc == Some(false) => Some(Degraded),
+            Degraded if svc == Some(true) && pods == Some(true) => Some(Running),
+            _ => None,
+        };
+        for phase in DatabasePhase::ALL {
+            assert_eq!(decide::first_rule(phase, &conds), expected(phase), "{phase} with {assignment:?}");
+            // Stay + rules through `choose`, as the engine calls it.
+            let chosen = decide::choose(phase, Choice::Stay, &conds).unwrap().map(|(to, _)| to);
+            assert_eq!(chosen, expected(phase));
+        }
+    }
+}
+
+#[test]
+fn pipeline_rules_are_tried_in_spec_order() {
+    use PipelinePhase::*;
+    for assignment in assignments(&["Scheduled", "Complete", "Failed"]) {
+        let conds = conditions(&assignment);
+        let (scheduled, complete, failed) =
+            (get(&assignment, "Scheduled"), get(&assignment, "Complete"), get(&assignment, "Failed"));
+        // Pending: `Scheduled` (listed first) wins over `Failed`.
+        let pending = if scheduled == Some(true) {
+            Some(Running)
+        } else if failed == Some(true) {
+            Some(Failed)
+        } else {
+            None
+        };
+        // Running: Succeeded needs Complete and !Failed, then Failed.
+        let running = if complete == Some(true) && failed == Some(false) {
+            Some(Succeeded)
+        } else if failed == Some(true) {
+            Some(Failed)
+        } else {
+            None
+        };
+        assert_eq!(decide::first_rule(Pending, &conds), pending, "{assignment:?}");
+        assert_eq!(decide::first_rule(Running, &conds), running, "{assignment:?}");
+        assert_eq!(decide::first_rule(Succeeded, &conds), None);
+    }
+}
+
+#[test]
+fn timeouts_fire_at_the_boundary_and_not_before() {
+    let after = 600; // Provisioning: 10m -> Failed
+    let entered = at(0);
+    assert_eq!(decide::timeout_due(DatabasePhase::Provisioning, Some(entered), at(after - 1)), None);
+    assert_eq!(
+        decide::timeout_due(DatabasePhase::Provisioning, Some(entered), at(after)),
+        Some((DatabasePhase::Failed, "ProvisioningTimedOut"))
+    );
+    assert_eq!(
+        decide::timeout_due(DatabasePhase::Provisioning, Some(entered), at(after + 3600)),
+        Some((DatabasePhase::Failed, "ProvisioningTimedOut"))
+    );
+    let just_before = at(after) - SignedDuration::from_millis(1);
+    assert_eq!(decide::timeout_due(DatabasePhase::Provisioning, Some(entered), just_before), None);
+    assert_eq!(decide::timeout_due(DatabasePhase::Provisioning, None, at(after * 10)), None, "no entry time, no timeout");
+    for phase in [DatabasePhase::Pending, DatabasePhase::Running, DatabasePhase::Failed] {
+        assert_eq!(decide::timeout_due(phase, Some(entered), at(1_000_000)), None, "{phase} has no timeout");
+    }
+    // The default reason is `<Phase>TimedOut`.
+    assert_eq!(decide::timeout_due(RetrierPhase::Waiting, Some(entered), at(300)), Some((RetrierPhase::GaveUp, "WaitingTimedOut")));
+}
+
+fn status<P>(phase: P, entered: i64, conditions: Vec<Condition>) -> MachineStatus<P> {
+    MachineStatus {
+        phase: Some(PhaseValue::Known(phase)),
+        conditions,
+        observed_generation: Some(1),
+        last_phase_transition_time: Some(Time(at(entered))),
+    }
+}
+
+#[test]
+fn unchanged_steps_write_nothing_and_keep_the_entry_time() {
+    let stored = status(DatabasePhase::Running, 10, conditions(&[("PodsReady", Some(true))]));
+    let position = Position::of(Some(&stored));
+    assert_eq!((position.phase, position.entered_at), (DatabasePhase::Running, Some(at(10))));
+    let next = decide::next_status(Some(&stored), &position, None, stored.conditions.clone(), Some(1), at(500));
+    assert_eq!(next, stored);
+    assert!(!decide::needs_write(Some(&stored), &next));
+    // Sub-second differences in stored times are not changes.
+    let mut jittered = next.clone();
+    jittered.conditions[0].last_transition_time = Time(at(0) + SignedDuration::from_millis(400));
+    assert!(!decide::needs_write(Some(&stored), &jittered));
+    // A new generation is a change.
+    let next = decide::next_status(Some(&stored), &position, None, stored.conditions.clone(), Some(2), at(500));
+    assert!(decide::needs_write(Some(&stored), &next));
+}
+
+#[test]
+fn transitions_and_self_loops_restart_the_phase_clock() {
+    let stored = status(RetrierPhase::Waiting, 10, Vec::new());
+    let position = Position::of(Some(&stored));
+    let chosen = decide::choose(RetrierPhase::Waiting, Choice::To { phase: RetrierPhase::Waiting, event: Some("Retry") }, &[]);
+    assert_eq!(chosen, Ok(Some((RetrierPhase::Waiting, "Retry"))));
+    let next = decide::next_status(Some(&stored), &position, Some(RetrierPhase::Waiting), Vec::new(), Some(1), at(100));
+    assert_eq!(next.last_phase_transition_time, Some(Time(at(100))));
+    assert!(decide::needs_write(Some(&stored), &next));
+    // A self-loop is not declared for Working: refused.
+    assert!(decide::choose(RetrierPhase::Working, Choice::To { phase: RetrierPhase::Working, event: None }, &[]).is_err());
+}
+
+#[test]
+fn new_and_drifted_objects_start_in_the_initial_phase() {
+    let fresh = Position::<DatabasePhase>::of(None);
+    assert_eq!((fresh.phase, fresh.stored.clone(), fresh.is_settled()), (DatabasePhase::Pending, None, false));
+    let next = decide::next_status(None, &fresh, None, Vec::new(), Some(1), at(5));
+    assert_eq!(next.phase, Some(PhaseValue::Known(DatabasePhase::Pending)));
+    assert_eq!(next.last_phase_transition_time, Some(Time(at(5))));
+    assert!(decide::needs_write(None, &next));
+
+    let mut drifted = status(DatabasePhase::Running, 1, Vec::new());
+    drifted.phase = Some(PhaseValue::Unknown("Frobnicating".into()));
+    let position = Position::of(Some(&drifted));
+    assert_eq!(position.phase, DatabasePhase::Pending);
+    assert!(!position.is_settled());
+    let next = decide::next_status(Some(&drifted), &position, None, Vec::new(), Some(1), at(7));
+    assert_eq!(next.phase, Some(PhaseValue::Known(DatabasePhase::Pending)));
+    assert!(decide::needs_write(Some(&drifted), &next));
+}
+
+#[test]
+fn requeue_prefers_the_handler_then_the_phase_and_never_misses_a_timeout() {
+    let entered = at(0);
+    // Provisioning: requeueAfter 10s, timeout 10m.
+    assert_eq!(decide::requeue(DatabasePhase::Provisioning, entered, None, at(0)), Some(Duration::from_secs(10)));
+    assert_eq!(
+        decide::requeue(DatabasePhase::Provisioning, entered, Some(Duration::from_secs(3)), at(0)),
+        Some(Duration::from_secs(3))
+    );
+    // Close to the timeout, wake for it (one second after the deadline).
+    assert_eq!(decide::requeue(DatabasePhase::Provisioning, entered, None, at(595)), Some(Duration::from_secs(6)));
+    assert_eq!(decide::requeue(DatabasePhase::Degraded, entered, None, at(0)), Some(Duration::from_secs(30)));
+    assert_eq!(decide::requeue(DatabasePhase::Running, entered, None, at(0)), None, "wait for change");
+    assert_eq!(decide::requeue(DatabasePhase::Failed, entered, Some(Duration::from_secs(1)), at(0)), None, "terminal");
+    // Waiting: requeueAfter 30s, timeout 5m (no requeue from a handler).
+    assert_eq!(decide::requeue(RetrierPhase::Waiting, entered, None, at(290)), Some(Duration::from_secs(11)));
+}
