@@ -2,6 +2,8 @@
 //! shared helpers for the integration tests.
 #![deny(warnings, clippy::pedantic)]
 
+pub mod cluster;
+
 pub mod resources {
     //! Custom resources driven by the example specs.
     use kube::CustomResource;
@@ -121,5 +123,22 @@ pub mod resources {
         /// The machine's fields.
         #[serde(flatten)]
         pub machine: MachineStatus<RetrierPhase>,
+    }
+
+    /// A machine whose only way forward is a short timeout, for the timeout test.
+    #[state_machine(
+        phases(Waiting(initial, timeout = "2s" -> Expired), Expired(terminal)),
+        transitions(Waiting -> Expired),
+    )]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(group = "fsm.example.com", version = "v1", kind = "Timer", namespaced, status = "TimerStatus")]
+    pub struct TimerSpec {}
+
+    /// Status of [`Timer`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct TimerStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<TimerPhase>,
     }
 }

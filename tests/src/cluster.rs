@@ -1,0 +1,127 @@
+//! Access to the real API server the integration tests run against: the cluster named by
+//! `KUBECONFIG` (scripts/envtest provisions one). Without a cluster the tests skip loudly,
+//! unless `KUBE_FSM_REQUIRE_CLUSTER=1` (set by scripts/test, so CI never skips).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client, CustomResourceExt};
+use tokio::sync::OnceCell;
+
+/// A client for the test cluster, or `None` (after a loud message) when there is none and the
+/// run does not require one.
+///
+/// # Panics
+/// When `KUBE_FSM_REQUIRE_CLUSTER=1` and no cluster answers.
+pub async fn client(test: &str) -> Option<Client> {
+    let required = std::env::var("KUBE_FSM_REQUIRE_CLUSTER").is_ok_and(|v| v == "1");
+    let client = match Client::try_default().await {
+        Ok(client) => match client.apiserver_version().await {
+            Ok(_) => Ok(client),
+            Err(err) => Err(err.to_string()),
+        },
+        Err(err) => Err(err.to_string()),
+    };
+    match client {
+        Ok(client) => Some(client),
+        Err(err) if required => panic!("{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but no API server answers: {err}"),
+        Err(err) => {
+            eprintln!(
+                "\n*** SKIPPED {test}: no Kubernetes API server ({err}).\n*** Run `scripts/test` (it provisions one with scripts/envtest) to run it.\n"
+            );
+            None
+        }
+    }
+}
+
+static CRDS: OnceCell<()> = OnceCell::const_new();
+
+/// Installs the test CRDs once per process and waits until they are served.
+///
+/// # Panics
+/// When the API server refuses them.
+pub async fn install_crds(client: &Client) {
+    CRDS.get_or_init(|| async {
+        let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in [
+            crate::resources::Database::crd(),
+            crate::resources::Pipeline::crd(),
+            crate::resources::Timer::crd(),
+        ] {
+            let name = crd.metadata.name.clone().expect("crd name");
+            match api.create(&PostParams::default(), &crd).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.is_already_exists() => {
+                    let mut current = api.get(&name).await.expect("get crd");
+                    current.spec = crd.spec.clone();
+                    api.replace(&name, &PostParams::default(), &current).await.expect("replace crd");
+                }
+                Err(err) => panic!("installing CRD {name}: {err}"),
+            }
+            eventually(Duration::from_secs(30), || async {
+                let crd = api.get(&name).await.ok()?;
+                let established = crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
+                established.then_some(())
+            })
+            .await
+            .unwrap_or_else(|| panic!("CRD {name} not established"));
+        }
+    })
+    .await;
+}
+
+/// A fresh namespace for one test.
+///
+/// # Panics
+/// When it cannot be created.
+pub async fn namespace(client: &Client, prefix: &str) -> String {
+    let name = format!("{prefix}-{:06x}", fastrand::u32(..0x00ff_ffff));
+    let ns = Namespace { metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() }, ..Namespace::default() };
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");
+    name
+}
+
+/// Polls `check` every 100 ms until it returns `Some` or `timeout` passes.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return Some(value);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The sum of the API server's `apiserver_request_total` counters whose labels include every
+/// `key="value"` pair given (read from the server's `/metrics`, not from our own counters).
+///
+/// # Panics
+/// When `/metrics` cannot be read.
+pub async fn requests(client: &Client, labels: &[(&str, &str)]) -> u64 {
+    let request = http::Request::get("/metrics").body(Vec::new()).expect("request");
+    let text = client.request_text(request).await.expect("read /metrics");
+    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    text.lines()
+        .filter(|line| line.starts_with("apiserver_request_total{"))
+        .filter(|line| {
+            let (label_part, _) = line.split_once('}').unwrap_or((line, ""));
+            let labels: Vec<&str> = label_part.trim_start_matches("apiserver_request_total{").split(',').collect();
+            wanted.iter().all(|w| labels.contains(&w.as_str()))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let v = v as u64;
+            v
+        })
+        .sum()
+}

@@ -1,0 +1,369 @@
+//! The engine against a real kube-apiserver + etcd (scripts/envtest), not mocks: status
+//! initialisation, handler- and condition-driven transitions, Events, API economy, conflicts
+//! with a concurrent writer, finalizers, timeouts and a controller restart mid-flight.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use kube_fsm::{Cleanup, Next, Operator, PhaseValue, Step};
+use kube_fsm_tests::cluster::{self, eventually};
+use kube_fsm_tests::resources::*;
+use serde_json::json;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+const FINALIZER: &str = "example.com/cleanup";
+
+#[derive(Debug, thiserror::Error)]
+enum TestError {
+    #[error(transparent)]
+    Condition(#[from] kube_fsm::conditions::ConditionError),
+}
+
+/// Knobs the tests turn while the operator runs.
+#[derive(Default)]
+struct Knobs {
+    /// Hold the first Provisioning step until notified.
+    hold_first_provisioning: AtomicBool,
+    provisioning_entered: AtomicUsize,
+    release: Notify,
+    /// Whether every handler call saw the finalizer already on the object.
+    finalizer_missing_in_handler: AtomicBool,
+    allow_cleanup: AtomicBool,
+    cleanups: AtomicUsize,
+}
+
+#[derive(Clone)]
+struct DbHandler(Arc<Knobs>);
+
+impl DbHandler {
+    fn saw(&self, db: &Database) {
+        if !db.finalizers().iter().any(|f| f == FINALIZER) {
+            self.0.finalizer_missing_in_handler.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl DatabaseHandler for DbHandler {
+    type Error = TestError;
+
+    async fn on_pending(&self, db: &Database, _: &mut Step<Database>) -> Result<DatabasePendingNext, TestError> {
+        self.saw(db);
+        Ok(DatabasePendingEvent::Accept.into())
+    }
+
+    async fn on_provisioning(&self, db: &Database, step: &mut Step<Database>) -> Result<DatabaseProvisioningNext, TestError> {
+        self.saw(db);
+        let first = self.0.provisioning_entered.fetch_add(1, Ordering::SeqCst) == 0;
+        if first && self.0.hold_first_provisioning.load(Ordering::SeqCst) {
+            self.0.release.notified().await;
+        }
+        step.set_condition(DatabaseCondition::PodsReady, true, "PodsUp", "all pods ready")?;
+        Ok(Next::Stay)
+    }
+
+    async fn on_running(&self, db: &Database, _: &mut Step<Database>) -> Result<DatabaseRunningNext, TestError> {
+        self.saw(db);
+        Ok(Next::Stay)
+    }
+
+    async fn on_degraded(&self, db: &Database, _: &mut Step<Database>) -> Result<DatabaseDegradedNext, TestError> {
+        self.saw(db);
+        Ok(Next::Stay)
+    }
+
+    async fn cleanup(&self, _: &Database) -> Result<Cleanup, TestError> {
+        self.0.cleanups.fetch_add(1, Ordering::SeqCst);
+        Ok(if self.0.allow_cleanup.load(Ordering::SeqCst) { Cleanup::Done } else { Cleanup::Pending(Duration::from_millis(300)) })
+    }
+}
+
+/// A running operator; dropping it does not stop it, `stop`/`crash` do.
+struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    fn start<K, H>(client: &Client, namespace: &str, handler: H) -> Self
+    where
+        K: kube_fsm::reconcile::Reconciled<H>,
+        K::Scope: kube_fsm::scope::ScopedApi,
+        H: Send + Sync + 'static,
+    {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let operator = Operator::<K, H>::new(client.clone(), handler)
+            .namespace(namespace)
+            .backoff(Duration::from_millis(200), Duration::from_secs(2))
+            .shutdown_on(async move {
+                let _ = stopped.await;
+            });
+        Running { stop, task: tokio::spawn(operator.run()) }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+    }
+
+    async fn crash(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+fn phase_of(db: &Database) -> Option<String> {
+    Some(db.status.as_ref()?.machine.phase.as_ref()?.as_str().to_owned())
+}
+
+async fn wait_phase(api: &Api<Database>, name: &str, phase: &str, timeout: Duration) -> Database {
+    eventually(timeout, || async { api.get(name).await.ok().filter(|db| phase_of(db).as_deref() == Some(phase)) })
+        .await
+        .unwrap_or_else(|| panic!("{name} did not reach {phase}; it is {:?}", futures::executor::block_on(api.get(name)).ok().and_then(|d| phase_of(&d))))
+}
+
+async fn create_db(api: &Api<Database>, name: &str) -> Database {
+    api.create(&PostParams::default(), &Database::new(name, DatabaseSpec { version: "16".into() })).await.expect("create database")
+}
+
+#[tokio::test]
+async fn objects_are_initialised_and_move_by_event_and_by_rule_with_events_recorded() {
+    let Some(client) = cluster::client("objects_are_initialised_and_move_by_event_and_by_rule").await else { return };
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, "fsm-flow").await;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let knobs = Arc::new(Knobs::default());
+    let operator = Running::start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
+
+    create_db(&api, "db").await;
+    let db = wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
+    let status = &db.status.as_ref().unwrap().machine;
+    assert_eq!(status.observed_generation, db.metadata.generation);
+    assert!(status.last_phase_transition_time.is_some());
+    let pods = status.condition("PodsReady").expect("PodsReady set");
+    assert_eq!((pods.status.as_str(), pods.reason.as_str()), ("True", "PodsUp"));
+    assert!(db.finalizers().contains(&FINALIZER.to_owned()), "finalizer added");
+    assert!(!knobs.finalizer_missing_in_handler.load(Ordering::SeqCst), "the finalizer is added before any handler runs");
+
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let seen = eventually(Duration::from_secs(10), || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let notes: Vec<(String, String)> = list
+            .items
+            .iter()
+            .map(|e| (e.reason.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
+            .collect();
+        let want = [("Accept", "Pending → Provisioning"), ("PhaseChanged", "Provisioning → Running")];
+        want.iter().all(|(r, n)| notes.iter().any(|(rr, nn)| rr == r && nn == n)).then_some(notes)
+    })
+    .await;
+    assert!(seen.is_some(), "transition Events recorded");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn status_writes_equal_status_changes_and_reconciles_after_convergence_write_nothing() {
+    struct Pipelines;
+    impl PipelineHandler for Pipelines {
+        type Error = TestError;
+        async fn on_pending(&self, _: &Pipeline, step: &mut Step<Pipeline>) -> Result<PipelinePendingNext, TestError> {
+            step.set_condition(PipelineCondition::Scheduled, true, "Bound", "")?;
+            step.set_condition(PipelineCondition::Complete, true, "Done", "")?;
+            step.set_condition(PipelineCondition::Failed, false, "Done", "")?;
+            Ok(Next::Stay)
+        }
+        async fn on_running(&self, _: &Pipeline, _: &mut Step<Pipeline>) -> Result<PipelineRunningNext, TestError> {
+            Ok(Next::Stay)
+        }
+    }
+
+    let Some(client) = cluster::client("status_writes_equal_status_changes").await else { return };
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, "fsm-economy").await;
+    let api: Api<Pipeline> = Api::namespaced(client.clone(), &ns);
+    let patches = [("resource", "pipelines"), ("subresource", "status"), ("verb", "PATCH")];
+    let before = cluster::requests(&client, &patches).await;
+    let operator = Running::start::<Pipeline, _>(&client, &ns, Pipelines);
+
+    let n = 10;
+    for i in 0..n {
+        api.create(&PostParams::default(), &Pipeline::new(&format!("p{i}"), PipelineSpec { image: "busybox".into() }))
+            .await
+            .expect("create pipeline");
+    }
+    let done = eventually(Duration::from_secs(60), || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .all(|p| p.status.as_ref().and_then(|s| s.machine.phase()) == Some(PipelinePhase::Succeeded))
+            .then_some(())
+    })
+    .await;
+    assert!(done.is_some(), "all pipelines succeed");
+    // Pending -> Running (first write, the rule fires in the first step) and Running -> Succeeded.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let converged = cluster::requests(&client, &patches).await;
+    assert_eq!(converged - before, 2 * n, "exactly one status write per status change");
+
+    // Touch every object: each is reconciled again and nothing is written.
+    for i in 0..n {
+        let patch = json!({"metadata": {"annotations": {"touched": "yes"}}});
+        api.patch(&format!("p{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.expect("annotate");
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(cluster::requests(&client, &patches).await, converged, "no writes after convergence");
+    operator.stop().await;
+}
+
+/// Holds the first Provisioning step, lets `write` change the object meanwhile, releases.
+async fn race_with_concurrent_writer(prefix: &str, write: serde_json::Value) -> (Database, Vec<String>) {
+    let client = cluster::client(prefix).await.expect("checked by caller");
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, prefix).await;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let knobs = Arc::new(Knobs { hold_first_provisioning: AtomicBool::new(true), ..Knobs::default() });
+    let conflicts = [("resource", "databases"), ("subresource", "status"), ("verb", "PATCH"), ("code", "409")];
+    let conflicts_before = cluster::requests(&client, &conflicts).await;
+
+    // Record every phase the API server ever stores for the object.
+    let watched = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let watcher_task = {
+        let (api, watched) = (api.clone(), watched.clone());
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            let stream = kube::runtime::watcher(api, kube::runtime::watcher::Config::default());
+            let mut stream = std::pin::pin!(kube::runtime::WatchStreamExt::applied_objects(stream));
+            while let Some(Ok(db)) = stream.next().await {
+                if let Some(phase) = phase_of(&db) {
+                    let mut seen = watched.lock().unwrap();
+                    if seen.last() != Some(&phase) {
+                        seen.push(phase);
+                    }
+                }
+            }
+        })
+    };
+
+    let operator = Running::start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
+    create_db(&api, "db").await;
+    eventually(Duration::from_secs(30), || async { (knobs.provisioning_entered.load(Ordering::SeqCst) > 0).then_some(()) })
+        .await
+        .expect("provisioning handler entered");
+    api.patch_status("db", &PatchParams::default(), &Patch::Merge(&write)).await.expect("concurrent write");
+    knobs.release.notify_one();
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let db = api.get("db").await.expect("get");
+    assert!(cluster::requests(&client, &conflicts).await > conflicts_before, "the engine's stale write got a 409");
+    operator.stop().await;
+    watcher_task.abort();
+    let phases = watched.lock().unwrap().clone();
+    (db, phases)
+}
+
+#[tokio::test]
+async fn a_conflicting_write_is_recovered_without_losing_the_other_writers_change() {
+    if cluster::client("a_conflicting_write_is_recovered").await.is_none() {
+        return;
+    }
+    let other = json!({"status": {"conditions": [
+        {"type": "PodsReady", "status": "False", "reason": "Waiting", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        {"type": "example.com/ExternalCheck", "status": "True", "reason": "Verified", "message": "by another controller", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    ]}});
+    let (db, phases) = race_with_concurrent_writer("fsm-conflict", other).await;
+    let status = &db.status.as_ref().unwrap().machine;
+    assert_eq!(status.phase(), Some(DatabasePhase::Running));
+    let external = status.condition("example.com/ExternalCheck").expect("the other writer's condition survives");
+    assert_eq!(external.reason, "Verified");
+    assert_eq!(status.condition("PodsReady").unwrap().status, "True");
+    assert_eq!(phases, ["Provisioning", "Running"]);
+}
+
+#[tokio::test]
+async fn a_conflict_never_persists_an_illegal_phase() {
+    if cluster::client("a_conflict_never_persists_an_illegal_phase").await.is_none() {
+        return;
+    }
+    // Meanwhile someone fails the object: Running is no longer a legal successor.
+    let other = json!({"status": {"phase": "Failed"}});
+    let (db, phases) = race_with_concurrent_writer("fsm-illegal", other).await;
+    assert_eq!(db.status.as_ref().unwrap().machine.phase(), Some(DatabasePhase::Failed));
+    assert!(!phases.contains(&"Running".to_owned()), "Running was never stored: {phases:?}");
+}
+
+#[tokio::test]
+async fn cleanup_runs_and_the_finalizer_goes_only_after_it_succeeds() {
+    let Some(client) = cluster::client("cleanup_runs_and_the_finalizer_goes").await else { return };
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, "fsm-finalizer").await;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let knobs = Arc::new(Knobs::default());
+    let operator = Running::start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
+    create_db(&api, "db").await;
+    wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
+
+    api.delete("db", &DeleteParams::default()).await.expect("delete");
+    eventually(Duration::from_secs(10), || async { (knobs.cleanups.load(Ordering::SeqCst) >= 2).then_some(()) })
+        .await
+        .expect("cleanup retried while pending");
+    let pending = api.get("db").await.expect("still there while cleanup is pending");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    assert!(pending.finalizers().contains(&FINALIZER.to_owned()));
+
+    knobs.allow_cleanup.store(true, Ordering::SeqCst);
+    let gone = eventually(Duration::from_secs(10), || async { api.get_opt("db").await.ok().and_then(|o| o.is_none().then_some(())) }).await;
+    assert!(gone.is_some(), "object deleted once cleanup is done");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn phase_timeouts_fire() {
+    struct Timers;
+    impl TimerHandler for Timers {
+        type Error = TestError;
+        async fn on_waiting(&self, _: &Timer, _: &mut Step<Timer>) -> Result<TimerWaitingNext, TestError> {
+            Ok(Next::Stay)
+        }
+    }
+    let Some(client) = cluster::client("phase_timeouts_fire").await else { return };
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, "fsm-timeout").await;
+    let api: Api<Timer> = Api::namespaced(client.clone(), &ns);
+    let operator = Running::start::<Timer, _>(&client, &ns, Timers);
+    api.create(&PostParams::default(), &Timer::new("t", TimerSpec {})).await.expect("create");
+    let expired = eventually(Duration::from_secs(20), || async {
+        let t = api.get("t").await.ok()?;
+        (t.status?.machine.phase == Some(PhaseValue::Known(TimerPhase::Expired))).then_some(())
+    })
+    .await;
+    assert!(expired.is_some(), "Waiting timed out to Expired");
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let reasons: Vec<String> = events.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|e| e.reason).collect();
+    assert!(reasons.contains(&"WaitingTimedOut".to_owned()), "{reasons:?}");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_restarted_controller_converges() {
+    let Some(client) = cluster::client("a_restarted_controller_converges").await else { return };
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, "fsm-restart").await;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    // The first controller hangs in Provisioning and crashes there.
+    let stuck = Arc::new(Knobs { hold_first_provisioning: AtomicBool::new(true), ..Knobs::default() });
+    let first = Running::start::<Database, _>(&client, &ns, DbHandler(stuck.clone()));
+    create_db(&api, "db").await;
+    eventually(Duration::from_secs(30), || async { (stuck.provisioning_entered.load(Ordering::SeqCst) > 0).then_some(()) })
+        .await
+        .expect("first controller got to Provisioning");
+    first.crash().await;
+    assert_eq!(phase_of(&api.get("db").await.unwrap()).as_deref(), Some("Provisioning"));
+
+    let second = Running::start::<Database, _>(&client, &ns, DbHandler(Arc::new(Knobs::default())));
+    wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
+    second.stop().await;
+}
