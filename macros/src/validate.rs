@@ -746,3 +746,75 @@ mod tests {
         assert!(parse_duration("99999999999999999999h").is_err());
     }
 }
+
+#[cfg(test)]
+mod machine_tests {
+    use std::str::FromStr;
+
+    use proc_macro2::TokenStream;
+
+    use super::*;
+    use crate::args::{Args, SpecSource};
+
+    fn check(dsl: &str) -> (Machine, Vec<String>) {
+        let args = Args::parse(TokenStream::from_str(dsl).unwrap()).unwrap();
+        let SpecSource::Inline(raw) = &args.source else {
+            panic!("inline")
+        };
+        let mut diags = Diagnostics::default();
+        let machine = validate(raw, &mut diags);
+        (
+            machine,
+            diags.into_vec().into_iter().map(|d| d.message).collect(),
+        )
+    }
+
+    #[test]
+    fn lowers_edges_in_spec_order_with_lists_expanded() {
+        let (m, errors) = check(
+            "phases(A(initial), B, C(terminal)), conditions(Ok), \
+             transitions(A -> B on Go, [A, B] -> C when Ok, B -> A)",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        let edges: Vec<(usize, usize)> = m.edges.iter().map(|e| (e.from, e.to)).collect();
+        assert_eq!(edges, [(0, 1), (0, 2), (1, 2), (1, 0)]);
+        assert_eq!(m.edges[0].trigger, Trigger::Event(0));
+        assert_eq!(m.edges[1].trigger, Trigger::When(vec![(0, true)]));
+        assert_eq!(m.edges[3].trigger, Trigger::Manual);
+        assert_eq!(m.targets(1), [0, 2]);
+        assert_eq!(m.events_from(0), [(0, 1)]);
+        assert_eq!(m.initial, 0);
+    }
+
+    #[test]
+    fn reports_every_error_and_keeps_a_consistent_best_effort_machine() {
+        let (m, errors) = check(
+            "phases(A(initial), A, b, C(terminal)), \
+             transitions(A -> C on Go, A -> C on Go, A -> Cee, C -> A, A -> C on Stop)",
+        );
+        assert_eq!(errors.len(), 5, "{errors:?}");
+        assert!(errors[0].contains("phase `A` is declared twice"));
+        assert!(errors[1].contains("invalid phase name"));
+        assert!(errors[2].contains("duplicate transition `A -> C`"));
+        assert!(errors[3].contains("unknown phase `Cee`"));
+        assert!(errors[4].contains("transition out of terminal phase `C`"));
+        // The skeleton keeps what was valid, and only that: no duplicate variants or edges.
+        let names: Vec<&str> = m.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["A", "C"]);
+        assert_eq!(m.edges.len(), 2, "A -> C on Go and A -> C on Stop");
+        assert_eq!(
+            m.events.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+            ["Go", "Stop"]
+        );
+    }
+
+    #[test]
+    fn graph_checks_wait_for_names_to_resolve() {
+        // A typo in a target must not also report the phase it was meant to reach as unreachable.
+        let (_, errors) = check("phases(A(initial), B(terminal)), transitions(A -> Bee)");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let (_, errors) = check("phases(A(initial), B, C(terminal)), transitions(A -> C)");
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].contains("unreachable") && errors[1].contains("no transition out"));
+    }
+}

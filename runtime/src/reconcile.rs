@@ -361,9 +361,14 @@ where
         object: &K,
         transition: &Transition<K::Phase>,
     ) -> Result<(), ReconcileError> {
+        // A new object starts in the initial phase: its first move reads `Pending → X`.
+        let initial = K::Phase::from_index(K::machine().initial)
+            .map(|p| p.name())
+            .unwrap_or_default();
         let note = match &transition.from {
             Some(from) => format!("{from} → {}", transition.to),
-            None => format!("→ {}", transition.to),
+            None if transition.to.name() == initial => format!("initialised in {initial}"),
+            None => format!("{initial} → {}", transition.to),
         };
         tracing::info!(object = %object.name_any(), state.from = ?transition.from.as_ref().map(ToString::to_string), state.to = %transition.to, reason = transition.reason, "transition");
         self.event(object, EventType::Normal, transition.reason, note)
