@@ -312,6 +312,8 @@ fn machine_data(machine: &Machine, target: &Target<'_>) -> TokenStream {
     };
     let mermaid = render::mermaid(machine);
     let dot = render::dot(machine, &kind);
+    let cel_phase_rule = render::cel_transition_rule(machine);
+    let cel_first_phase_rule = render::cel_first_phase_rule(machine);
     let source = target.source;
     quote! {
         ::kube_fsm::MachineData {
@@ -324,6 +326,8 @@ fn machine_data(machine: &Machine, target: &Target<'_>) -> TokenStream {
             finalizer: #finalizer,
             mermaid: #mermaid,
             dot: #dot,
+            cel_phase_rule: #cel_phase_rule,
+            cel_first_phase_rule: #cel_first_phase_rule,
             source: #source,
         }
     }

@@ -111,6 +111,45 @@ pub fn dot(machine: &Machine, kind: &str) -> String {
     out
 }
 
+/// The CEL rule on `status.phase`: stay, or move along a declared edge.
+pub fn cel_transition_rule(machine: &Machine) -> String {
+    let mut rule = String::from("self == oldSelf");
+    for (from, phase) in machine.phases.iter().enumerate() {
+        let targets: Vec<String> = machine
+            .targets(from)
+            .into_iter()
+            .filter(|&to| to != from)
+            .map(|to| format!("'{}'", machine.phases[to].name))
+            .collect();
+        if !targets.is_empty() {
+            let _ = write!(
+                rule,
+                " || (oldSelf == '{}' && self in [{}])",
+                phase.name,
+                targets.join(", ")
+            );
+        }
+    }
+    rule
+}
+
+/// The CEL rule (with `optionalOldSelf`) that the first phase written is the initial phase or
+/// one of its direct successors.
+pub fn cel_first_phase_rule(machine: &Machine) -> String {
+    let mut allowed = vec![machine.initial];
+    allowed.extend(
+        machine
+            .targets(machine.initial)
+            .into_iter()
+            .filter(|&t| t != machine.initial),
+    );
+    let names: Vec<String> = allowed
+        .iter()
+        .map(|&i| format!("'{}'", machine.phases[i].name))
+        .collect();
+    format!("oldSelf.hasValue() || self in [{}]", names.join(", "))
+}
+
 /// `600000` → `10m`, `5400000` → `1h30m`, `1500` → `1s500ms`.
 pub fn millis(ms: u64) -> String {
     let mut out = String::new();
@@ -133,6 +172,21 @@ pub fn millis(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cel_rules_list_every_edge_and_the_first_phases() {
+        let machine = crate::validate::tests_support::machine(
+            "phases(Pending(initial), Running, Done(terminal)), transitions(Pending -> Running on Go, Pending -> Done, Running -> Running on Again, Running -> Done)",
+        );
+        assert_eq!(
+            cel_transition_rule(&machine),
+            "self == oldSelf || (oldSelf == 'Pending' && self in ['Running', 'Done']) || (oldSelf == 'Running' && self in ['Done'])"
+        );
+        assert_eq!(
+            cel_first_phase_rule(&machine),
+            "oldSelf.hasValue() || self in ['Pending', 'Running', 'Done']"
+        );
+    }
 
     #[test]
     fn millis_round_trips_units() {

@@ -748,6 +748,28 @@ mod tests {
 }
 
 #[cfg(test)]
+pub(crate) mod tests_support {
+    use std::str::FromStr;
+
+    use proc_macro2::TokenStream;
+
+    use super::{Diagnostics, Machine, validate};
+    use crate::args::{Args, SpecSource};
+
+    /// A valid machine from inline DSL text.
+    pub fn machine(dsl: &str) -> Machine {
+        let args = Args::parse(TokenStream::from_str(dsl).unwrap()).unwrap();
+        let SpecSource::Inline(raw) = &args.source else {
+            panic!("inline")
+        };
+        let mut diags = Diagnostics::default();
+        let machine = validate(raw, &mut diags);
+        assert!(diags.is_empty(), "{:?}", diags.into_vec());
+        machine
+    }
+}
+
+#[cfg(test)]
 mod machine_tests {
     use std::str::FromStr;
 

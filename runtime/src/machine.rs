@@ -27,6 +27,11 @@ pub struct MachineData {
     pub mermaid: &'static str,
     /// The machine as a Graphviz DOT digraph.
     pub dot: &'static str,
+    /// The CEL rule for `status.phase`: stay, or move along a declared edge.
+    pub cel_phase_rule: &'static str,
+    /// The CEL rule (with `optionalOldSelf`) that the first phase written is the initial phase
+    /// or one of its direct successors.
+    pub cel_first_phase_rule: &'static str,
     /// Where the spec came from: the spec file's path, or `inline`.
     pub source: &'static str,
 }

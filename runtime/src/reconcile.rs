@@ -207,6 +207,10 @@ where
                 Err(action) => return Ok(action),
             }
         }
+        if object.meta().deletion_timestamp.is_some() {
+            // Going away (held by someone else's finalizer): no more transitions.
+            return Ok(Action::await_change());
+        }
         let mut conflicts = 0;
         loop {
             let plan = step_plan::plan(&self.handler, &object, Timestamp::now()).await?;
@@ -318,12 +322,12 @@ where
         if let Some(PhaseValue::Known(to)) = &plan.status.phase
             && !step_plan::legal_over(plan.position.stored.as_ref(), *to)
         {
-            let from = plan.position.stored.as_ref().map_or("", |p| match p {
-                PhaseValue::Known(p) => p.name(),
-                PhaseValue::Unknown(_) => "",
-            });
+            let from = match plan.position.stored.as_ref() {
+                Some(PhaseValue::Known(from)) => from.name(),
+                _ => "(none)",
+            };
             return Err(IllegalTransition {
-                from: leak_name::<K::Phase>(from),
+                from,
                 to: to.name(),
             }
             .into());
@@ -398,13 +402,4 @@ where
 
 fn action(requeue: Option<Duration>) -> Action {
     requeue.map_or_else(Action::await_change, Action::requeue)
-}
-
-/// The `'static` name of a declared phase, or "(unknown)".
-fn leak_name<P: Phase>(name: &str) -> &'static str {
-    P::MACHINE
-        .phases
-        .iter()
-        .find(|p| p.name == name)
-        .map_or("(unknown)", |p| p.name)
 }

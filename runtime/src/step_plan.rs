@@ -9,7 +9,7 @@ use kube::Resource;
 
 use crate::Dispatch;
 use crate::decide::{self, IllegalTransition, Position, Transition, UNKNOWN_PHASE_RESET};
-use crate::machine::{Phase, StateMachine};
+use crate::machine::Phase;
 use crate::next::Verdict;
 use crate::status::{MachineStatus, PhaseValue};
 use crate::step::Step;
@@ -127,14 +127,6 @@ where
         vetoed,
         requeue,
     })
-}
-
-/// The declared phase a status holds, if any.
-pub fn stored_phase<K: StateMachine>(object: &K) -> Option<K::Phase> {
-    match object.machine_status()?.phase.as_ref()? {
-        PhaseValue::Known(phase) => Some(*phase),
-        PhaseValue::Unknown(_) => None,
-    }
 }
 
 /// Whether `from -> to` is allowed for a write over the stored phase `stored`.

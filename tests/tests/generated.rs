@@ -143,6 +143,14 @@ fn machine_data_describes_the_spec() {
             .contains("Pending -> Provisioning [label=\"Accept\"];")
     );
     assert_eq!(<Database as StateMachine>::machine().kind, "Database");
+    assert_eq!(
+        m.cel_phase_rule,
+        "self == oldSelf || (oldSelf == 'Pending' && self in ['Provisioning']) || (oldSelf == 'Provisioning' && self in ['Running', 'Failed']) || (oldSelf == 'Running' && self in ['Degraded', 'Failed']) || (oldSelf == 'Degraded' && self in ['Running', 'Failed'])"
+    );
+    assert_eq!(
+        m.cel_first_phase_rule,
+        "oldSelf.hasValue() || self in ['Pending', 'Provisioning']"
+    );
 }
 
 #[test]
