@@ -269,7 +269,22 @@ where
                         .iter()
                         .filter(|f| *f != finalizer)
                         .collect();
-                    self.patch_finalizers(api, &object, &rest).await?;
+                    match self.patch_finalizers(api, &object, &rest).await {
+                        Ok(_) => {}
+                        // Already gone (a stale duplicate of this step removed it), or changed
+                        // meanwhile (look again).
+                        Err(ReconcileError::Kube(kube::Error::Api(status)))
+                            if status.is_not_found() =>
+                        {
+                            return Ok(Err(Action::await_change()));
+                        }
+                        Err(ReconcileError::Kube(kube::Error::Api(status)))
+                            if status.is_conflict() =>
+                        {
+                            return Ok(Err(Action::requeue(Duration::from_millis(100))));
+                        }
+                        Err(err) => return Err(err),
+                    }
                     self.event(
                         &object,
                         EventType::Normal,
@@ -300,13 +315,26 @@ where
         let patch = serde_json::json!({
             "metadata": { "finalizers": finalizers, "resourceVersion": object.resource_version() }
         });
-        Ok(api
+        let patched = api
             .patch(
                 &object.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
             )
-            .await?)
+            .await?;
+        self.remember_write(object);
+        Ok(patched)
+    }
+
+    /// Remembers that we wrote `object` as read, so a cache still showing it is known stale.
+    fn remember_write(&self, object: &K) {
+        if let Some(rv) = object.resource_version() {
+            let key = ObjectRef::from_obj(object);
+            self.based_on
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key, rv);
+        }
     }
 
     /// One status-subresource merge patch carrying the resourceVersion the plan was based on.
@@ -346,13 +374,7 @@ where
             .await
         {
             Ok(_) => {
-                if let Some(rv) = rv {
-                    let key = ObjectRef::from_obj(object);
-                    self.based_on
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(key, rv);
-                }
+                self.remember_write(object);
                 Ok(Some(()))
             }
             Err(kube::Error::Api(status)) if status.is_conflict() => Ok(None),

@@ -26,7 +26,9 @@ pub async fn client(test: &str) -> Option<Client> {
     };
     match client {
         Ok(client) => Some(client),
-        Err(err) if required => panic!("{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but no API server answers: {err}"),
+        Err(err) if required => {
+            panic!("{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but no API server answers: {err}")
+        }
         Err(err) => {
             eprintln!(
                 "\n*** SKIPPED {test}: no Kubernetes API server ({err}).\n*** Run `scripts/test` (it provisions one with scripts/envtest) to run it.\n"
@@ -56,13 +58,19 @@ pub async fn install_crds(client: &Client) {
                 Err(kube::Error::Api(status)) if status.is_already_exists() => {
                     let mut current = api.get(&name).await.expect("get crd");
                     current.spec = crd.spec.clone();
-                    api.replace(&name, &PostParams::default(), &current).await.expect("replace crd");
+                    api.replace(&name, &PostParams::default(), &current)
+                        .await
+                        .expect("replace crd");
                 }
                 Err(err) => panic!("installing CRD {name}: {err}"),
             }
             eventually(Duration::from_secs(30), || async {
                 let crd = api.get(&name).await.ok()?;
-                let established = crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
+                let established = crd
+                    .status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
                 established.then_some(())
             })
             .await
@@ -78,8 +86,17 @@ pub async fn install_crds(client: &Client) {
 /// When it cannot be created.
 pub async fn namespace(client: &Client, prefix: &str) -> String {
     let name = format!("{prefix}-{:06x}", fastrand::u32(..0x00ff_ffff));
-    let ns = Namespace { metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() }, ..Namespace::default() };
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
     name
 }
 
@@ -107,14 +124,19 @@ where
 /// # Panics
 /// When `/metrics` cannot be read.
 pub async fn requests(client: &Client, labels: &[(&str, &str)]) -> u64 {
-    let request = http::Request::get("/metrics").body(Vec::new()).expect("request");
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("request");
     let text = client.request_text(request).await.expect("read /metrics");
     let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
     text.lines()
         .filter(|line| line.starts_with("apiserver_request_total{"))
         .filter(|line| {
             let (label_part, _) = line.split_once('}').unwrap_or((line, ""));
-            let labels: Vec<&str> = label_part.trim_start_matches("apiserver_request_total{").split(',').collect();
+            let labels: Vec<&str> = label_part
+                .trim_start_matches("apiserver_request_total{")
+                .split(',')
+                .collect();
             wanted.iter().all(|w| labels.contains(&w.as_str()))
         })
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())

@@ -114,7 +114,13 @@ pub mod resources {
         ),
     )]
     #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-    #[kube(group = "fsm.example.com", version = "v1", kind = "Retrier", namespaced, status = "RetrierStatus")]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Retrier",
+        namespaced,
+        status = "RetrierStatus"
+    )]
     pub struct RetrierSpec {}
 
     /// Status of [`Retrier`].
@@ -131,7 +137,13 @@ pub mod resources {
         transitions(Waiting -> Expired),
     )]
     #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-    #[kube(group = "fsm.example.com", version = "v1", kind = "Timer", namespaced, status = "TimerStatus")]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Timer",
+        namespaced,
+        status = "TimerStatus"
+    )]
     pub struct TimerSpec {}
 
     /// Status of [`Timer`].

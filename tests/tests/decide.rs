@@ -45,11 +45,17 @@ fn assignments(types: &[&'static str]) -> Vec<Vec<(&'static str, Option<bool>)>>
 }
 
 fn conditions(assignment: &[(&'static str, Option<bool>)]) -> Vec<Condition> {
-    assignment.iter().filter_map(|(t, s)| condition(t, *s)).collect()
+    assignment
+        .iter()
+        .filter_map(|(t, s)| condition(t, *s))
+        .collect()
 }
 
 fn get(assignment: &[(&str, Option<bool>)], t: &str) -> Option<bool> {
-    assignment.iter().find(|(n, _)| *n == t).and_then(|(_, s)| *s)
+    assignment
+        .iter()
+        .find(|(n, _)| *n == t)
+        .and_then(|(_, s)| *s)
 }
 
 #[test]
@@ -57,9 +63,20 @@ fn explicit_choices_are_legal_exactly_on_declared_edges() {
     fn check<P: Phase>(all: &[P]) {
         for &from in all {
             for &to in all {
-                let result = decide::choose(from, Choice::To { phase: to, event: None }, &[]);
+                let result = decide::choose(
+                    from,
+                    Choice::To {
+                        phase: to,
+                        event: None,
+                    },
+                    &[],
+                );
                 if from.can_transition_to(to) {
-                    assert_eq!(result, Ok(Some((to, decide::PHASE_CHANGED))), "{from} -> {to}");
+                    assert_eq!(
+                        result,
+                        Ok(Some((to, decide::PHASE_CHANGED))),
+                        "{from} -> {to}"
+                    );
                 } else {
                     let err = result.unwrap_err();
                     assert_eq!((err.from, err.to), (from.name(), to.name()));
@@ -70,7 +87,14 @@ fn explicit_choices_are_legal_exactly_on_declared_edges() {
     check(&DatabasePhase::ALL);
     check(&PipelinePhase::ALL);
     check(&RetrierPhase::ALL);
-    let fired = decide::choose(DatabasePhase::Pending, Choice::To { phase: DatabasePhase::Provisioning, event: Some("Accept") }, &[]);
+    let fired = decide::choose(
+        DatabasePhase::Pending,
+        Choice::To {
+            phase: DatabasePhase::Provisioning,
+            event: Some("Accept"),
+        },
+        &[],
+    );
     assert_eq!(fired, Ok(Some((DatabasePhase::Provisioning, "Accept"))));
 }
 
@@ -88,9 +112,15 @@ fn database_rules_for_every_condition_combination() {
             _ => None,
         };
         for phase in DatabasePhase::ALL {
-            assert_eq!(decide::first_rule(phase, &conds), expected(phase), "{phase} with {assignment:?}");
+            assert_eq!(
+                decide::first_rule(phase, &conds),
+                expected(phase),
+                "{phase} with {assignment:?}"
+            );
             // Stay + rules through `choose`, as the engine calls it.
-            let chosen = decide::choose(phase, Choice::Stay, &conds).unwrap().map(|(to, _)| to);
+            let chosen = decide::choose(phase, Choice::Stay, &conds)
+                .unwrap()
+                .map(|(to, _)| to);
             assert_eq!(chosen, expected(phase));
         }
     }
@@ -101,8 +131,11 @@ fn pipeline_rules_are_tried_in_spec_order() {
     use PipelinePhase::*;
     for assignment in assignments(&["Scheduled", "Complete", "Failed"]) {
         let conds = conditions(&assignment);
-        let (scheduled, complete, failed) =
-            (get(&assignment, "Scheduled"), get(&assignment, "Complete"), get(&assignment, "Failed"));
+        let (scheduled, complete, failed) = (
+            get(&assignment, "Scheduled"),
+            get(&assignment, "Complete"),
+            get(&assignment, "Failed"),
+        );
         // Pending: `Scheduled` (listed first) wins over `Failed`.
         let pending = if scheduled == Some(true) {
             Some(Running)
@@ -119,8 +152,16 @@ fn pipeline_rules_are_tried_in_spec_order() {
         } else {
             None
         };
-        assert_eq!(decide::first_rule(Pending, &conds), pending, "{assignment:?}");
-        assert_eq!(decide::first_rule(Running, &conds), running, "{assignment:?}");
+        assert_eq!(
+            decide::first_rule(Pending, &conds),
+            pending,
+            "{assignment:?}"
+        );
+        assert_eq!(
+            decide::first_rule(Running, &conds),
+            running,
+            "{assignment:?}"
+        );
         assert_eq!(decide::first_rule(Succeeded, &conds), None);
     }
 }
@@ -129,7 +170,10 @@ fn pipeline_rules_are_tried_in_spec_order() {
 fn timeouts_fire_at_the_boundary_and_not_before() {
     let after = 600; // Provisioning: 10m -> Failed
     let entered = at(0);
-    assert_eq!(decide::timeout_due(DatabasePhase::Provisioning, Some(entered), at(after - 1)), None);
+    assert_eq!(
+        decide::timeout_due(DatabasePhase::Provisioning, Some(entered), at(after - 1)),
+        None
+    );
     assert_eq!(
         decide::timeout_due(DatabasePhase::Provisioning, Some(entered), at(after)),
         Some((DatabasePhase::Failed, "ProvisioningTimedOut"))
@@ -139,13 +183,31 @@ fn timeouts_fire_at_the_boundary_and_not_before() {
         Some((DatabasePhase::Failed, "ProvisioningTimedOut"))
     );
     let just_before = at(after) - SignedDuration::from_millis(1);
-    assert_eq!(decide::timeout_due(DatabasePhase::Provisioning, Some(entered), just_before), None);
-    assert_eq!(decide::timeout_due(DatabasePhase::Provisioning, None, at(after * 10)), None, "no entry time, no timeout");
-    for phase in [DatabasePhase::Pending, DatabasePhase::Running, DatabasePhase::Failed] {
-        assert_eq!(decide::timeout_due(phase, Some(entered), at(1_000_000)), None, "{phase} has no timeout");
+    assert_eq!(
+        decide::timeout_due(DatabasePhase::Provisioning, Some(entered), just_before),
+        None
+    );
+    assert_eq!(
+        decide::timeout_due(DatabasePhase::Provisioning, None, at(after * 10)),
+        None,
+        "no entry time, no timeout"
+    );
+    for phase in [
+        DatabasePhase::Pending,
+        DatabasePhase::Running,
+        DatabasePhase::Failed,
+    ] {
+        assert_eq!(
+            decide::timeout_due(phase, Some(entered), at(1_000_000)),
+            None,
+            "{phase} has no timeout"
+        );
     }
     // The default reason is `<Phase>TimedOut`.
-    assert_eq!(decide::timeout_due(RetrierPhase::Waiting, Some(entered), at(300)), Some((RetrierPhase::GaveUp, "WaitingTimedOut")));
+    assert_eq!(
+        decide::timeout_due(RetrierPhase::Waiting, Some(entered), at(300)),
+        Some((RetrierPhase::GaveUp, "WaitingTimedOut"))
+    );
 }
 
 fn status<P>(phase: P, entered: i64, conditions: Vec<Condition>) -> MachineStatus<P> {
@@ -159,10 +221,24 @@ fn status<P>(phase: P, entered: i64, conditions: Vec<Condition>) -> MachineStatu
 
 #[test]
 fn unchanged_steps_write_nothing_and_keep_the_entry_time() {
-    let stored = status(DatabasePhase::Running, 10, conditions(&[("PodsReady", Some(true))]));
+    let stored = status(
+        DatabasePhase::Running,
+        10,
+        conditions(&[("PodsReady", Some(true))]),
+    );
     let position = Position::of(Some(&stored));
-    assert_eq!((position.phase, position.entered_at), (DatabasePhase::Running, Some(at(10))));
-    let next = decide::next_status(Some(&stored), &position, None, stored.conditions.clone(), Some(1), at(500));
+    assert_eq!(
+        (position.phase, position.entered_at),
+        (DatabasePhase::Running, Some(at(10)))
+    );
+    let next = decide::next_status(
+        Some(&stored),
+        &position,
+        None,
+        stored.conditions.clone(),
+        Some(1),
+        at(500),
+    );
     assert_eq!(next, stored);
     assert!(!decide::needs_write(Some(&stored), &next));
     // Sub-second differences in stored times are not changes.
@@ -170,7 +246,14 @@ fn unchanged_steps_write_nothing_and_keep_the_entry_time() {
     jittered.conditions[0].last_transition_time = Time(at(0) + SignedDuration::from_millis(400));
     assert!(!decide::needs_write(Some(&stored), &jittered));
     // A new generation is a change.
-    let next = decide::next_status(Some(&stored), &position, None, stored.conditions.clone(), Some(2), at(500));
+    let next = decide::next_status(
+        Some(&stored),
+        &position,
+        None,
+        stored.conditions.clone(),
+        Some(2),
+        at(500),
+    );
     assert!(decide::needs_write(Some(&stored), &next));
 }
 
@@ -178,19 +261,46 @@ fn unchanged_steps_write_nothing_and_keep_the_entry_time() {
 fn transitions_and_self_loops_restart_the_phase_clock() {
     let stored = status(RetrierPhase::Waiting, 10, Vec::new());
     let position = Position::of(Some(&stored));
-    let chosen = decide::choose(RetrierPhase::Waiting, Choice::To { phase: RetrierPhase::Waiting, event: Some("Retry") }, &[]);
+    let chosen = decide::choose(
+        RetrierPhase::Waiting,
+        Choice::To {
+            phase: RetrierPhase::Waiting,
+            event: Some("Retry"),
+        },
+        &[],
+    );
     assert_eq!(chosen, Ok(Some((RetrierPhase::Waiting, "Retry"))));
-    let next = decide::next_status(Some(&stored), &position, Some(RetrierPhase::Waiting), Vec::new(), Some(1), at(100));
+    let next = decide::next_status(
+        Some(&stored),
+        &position,
+        Some(RetrierPhase::Waiting),
+        Vec::new(),
+        Some(1),
+        at(100),
+    );
     assert_eq!(next.last_phase_transition_time, Some(Time(at(100))));
     assert!(decide::needs_write(Some(&stored), &next));
     // A self-loop is not declared for Working: refused.
-    assert!(decide::choose(RetrierPhase::Working, Choice::To { phase: RetrierPhase::Working, event: None }, &[]).is_err());
+    assert!(
+        decide::choose(
+            RetrierPhase::Working,
+            Choice::To {
+                phase: RetrierPhase::Working,
+                event: None
+            },
+            &[]
+        )
+        .is_err()
+    );
 }
 
 #[test]
 fn new_and_drifted_objects_start_in_the_initial_phase() {
     let fresh = Position::<DatabasePhase>::of(None);
-    assert_eq!((fresh.phase, fresh.stored.clone(), fresh.is_settled()), (DatabasePhase::Pending, None, false));
+    assert_eq!(
+        (fresh.phase, fresh.stored.clone(), fresh.is_settled()),
+        (DatabasePhase::Pending, None, false)
+    );
     let next = decide::next_status(None, &fresh, None, Vec::new(), Some(1), at(5));
     assert_eq!(next.phase, Some(PhaseValue::Known(DatabasePhase::Pending)));
     assert_eq!(next.last_phase_transition_time, Some(Time(at(5))));
@@ -210,16 +320,46 @@ fn new_and_drifted_objects_start_in_the_initial_phase() {
 fn requeue_prefers_the_handler_then_the_phase_and_never_misses_a_timeout() {
     let entered = at(0);
     // Provisioning: requeueAfter 10s, timeout 10m.
-    assert_eq!(decide::requeue(DatabasePhase::Provisioning, entered, None, at(0)), Some(Duration::from_secs(10)));
     assert_eq!(
-        decide::requeue(DatabasePhase::Provisioning, entered, Some(Duration::from_secs(3)), at(0)),
+        decide::requeue(DatabasePhase::Provisioning, entered, None, at(0)),
+        Some(Duration::from_secs(10))
+    );
+    assert_eq!(
+        decide::requeue(
+            DatabasePhase::Provisioning,
+            entered,
+            Some(Duration::from_secs(3)),
+            at(0)
+        ),
         Some(Duration::from_secs(3))
     );
     // Close to the timeout, wake for it (one second after the deadline).
-    assert_eq!(decide::requeue(DatabasePhase::Provisioning, entered, None, at(595)), Some(Duration::from_secs(6)));
-    assert_eq!(decide::requeue(DatabasePhase::Degraded, entered, None, at(0)), Some(Duration::from_secs(30)));
-    assert_eq!(decide::requeue(DatabasePhase::Running, entered, None, at(0)), None, "wait for change");
-    assert_eq!(decide::requeue(DatabasePhase::Failed, entered, Some(Duration::from_secs(1)), at(0)), None, "terminal");
+    assert_eq!(
+        decide::requeue(DatabasePhase::Provisioning, entered, None, at(595)),
+        Some(Duration::from_secs(6))
+    );
+    assert_eq!(
+        decide::requeue(DatabasePhase::Degraded, entered, None, at(0)),
+        Some(Duration::from_secs(30))
+    );
+    assert_eq!(
+        decide::requeue(DatabasePhase::Running, entered, None, at(0)),
+        None,
+        "wait for change"
+    );
+    assert_eq!(
+        decide::requeue(
+            DatabasePhase::Failed,
+            entered,
+            Some(Duration::from_secs(1)),
+            at(0)
+        ),
+        None,
+        "terminal"
+    );
     // Waiting: requeueAfter 30s, timeout 5m (no requeue from a handler).
-    assert_eq!(decide::requeue(RetrierPhase::Waiting, entered, None, at(290)), Some(Duration::from_secs(11)));
+    assert_eq!(
+        decide::requeue(RetrierPhase::Waiting, entered, None, at(290)),
+        Some(Duration::from_secs(11))
+    );
 }

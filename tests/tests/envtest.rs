@@ -43,7 +43,9 @@ struct DbHandler(Arc<Knobs>);
 impl DbHandler {
     fn saw(&self, db: &Database) {
         if !db.finalizers().iter().any(|f| f == FINALIZER) {
-            self.0.finalizer_missing_in_handler.store(true, Ordering::SeqCst);
+            self.0
+                .finalizer_missing_in_handler
+                .store(true, Ordering::SeqCst);
         }
     }
 }
@@ -51,34 +53,59 @@ impl DbHandler {
 impl DatabaseHandler for DbHandler {
     type Error = TestError;
 
-    async fn on_pending(&self, db: &Database, _: &mut Step<Database>) -> Result<DatabasePendingNext, TestError> {
+    async fn on_pending(
+        &self,
+        db: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabasePendingNext, TestError> {
         self.saw(db);
         Ok(DatabasePendingEvent::Accept.into())
     }
 
-    async fn on_provisioning(&self, db: &Database, step: &mut Step<Database>) -> Result<DatabaseProvisioningNext, TestError> {
+    async fn on_provisioning(
+        &self,
+        db: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseProvisioningNext, TestError> {
         self.saw(db);
         let first = self.0.provisioning_entered.fetch_add(1, Ordering::SeqCst) == 0;
         if first && self.0.hold_first_provisioning.load(Ordering::SeqCst) {
             self.0.release.notified().await;
         }
-        step.set_condition(DatabaseCondition::PodsReady, true, "PodsUp", "all pods ready")?;
+        step.set_condition(
+            DatabaseCondition::PodsReady,
+            true,
+            "PodsUp",
+            "all pods ready",
+        )?;
         Ok(Next::Stay)
     }
 
-    async fn on_running(&self, db: &Database, _: &mut Step<Database>) -> Result<DatabaseRunningNext, TestError> {
+    async fn on_running(
+        &self,
+        db: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseRunningNext, TestError> {
         self.saw(db);
         Ok(Next::Stay)
     }
 
-    async fn on_degraded(&self, db: &Database, _: &mut Step<Database>) -> Result<DatabaseDegradedNext, TestError> {
+    async fn on_degraded(
+        &self,
+        db: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseDegradedNext, TestError> {
         self.saw(db);
         Ok(Next::Stay)
     }
 
     async fn cleanup(&self, _: &Database) -> Result<Cleanup, TestError> {
         self.0.cleanups.fetch_add(1, Ordering::SeqCst);
-        Ok(if self.0.allow_cleanup.load(Ordering::SeqCst) { Cleanup::Done } else { Cleanup::Pending(Duration::from_millis(300)) })
+        Ok(if self.0.allow_cleanup.load(Ordering::SeqCst) {
+            Cleanup::Done
+        } else {
+            Cleanup::Pending(Duration::from_millis(300))
+        })
     }
 }
 
@@ -102,7 +129,10 @@ impl Running {
             .shutdown_on(async move {
                 let _ = stopped.await;
             });
-        Running { stop, task: tokio::spawn(operator.run()) }
+        Running {
+            stop,
+            task: tokio::spawn(operator.run()),
+        }
     }
 
     async fn stop(self) {
@@ -117,22 +147,56 @@ impl Running {
 }
 
 fn phase_of(db: &Database) -> Option<String> {
-    Some(db.status.as_ref()?.machine.phase.as_ref()?.as_str().to_owned())
+    Some(
+        db.status
+            .as_ref()?
+            .machine
+            .phase
+            .as_ref()?
+            .as_str()
+            .to_owned(),
+    )
 }
 
 async fn wait_phase(api: &Api<Database>, name: &str, phase: &str, timeout: Duration) -> Database {
-    eventually(timeout, || async { api.get(name).await.ok().filter(|db| phase_of(db).as_deref() == Some(phase)) })
-        .await
-        .unwrap_or_else(|| panic!("{name} did not reach {phase}; it is {:?}", futures::executor::block_on(api.get(name)).ok().and_then(|d| phase_of(&d))))
+    eventually(timeout, || async {
+        api.get(name)
+            .await
+            .ok()
+            .filter(|db| phase_of(db).as_deref() == Some(phase))
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "{name} did not reach {phase}; it is {:?}",
+            futures::executor::block_on(api.get(name))
+                .ok()
+                .and_then(|d| phase_of(&d))
+        )
+    })
 }
 
 async fn create_db(api: &Api<Database>, name: &str) -> Database {
-    api.create(&PostParams::default(), &Database::new(name, DatabaseSpec { version: "16".into() })).await.expect("create database")
+    api.create(
+        &PostParams::default(),
+        &Database::new(
+            name,
+            DatabaseSpec {
+                version: "16".into(),
+            },
+        ),
+    )
+    .await
+    .expect("create database")
 }
 
 #[tokio::test]
 async fn objects_are_initialised_and_move_by_event_and_by_rule_with_events_recorded() {
-    let Some(client) = cluster::client("objects_are_initialised_and_move_by_event_and_by_rule").await else { return };
+    let Some(client) =
+        cluster::client("objects_are_initialised_and_move_by_event_and_by_rule").await
+    else {
+        return;
+    };
     cluster::install_crds(&client).await;
     let ns = cluster::namespace(&client, "fsm-flow").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
@@ -145,9 +209,18 @@ async fn objects_are_initialised_and_move_by_event_and_by_rule_with_events_recor
     assert_eq!(status.observed_generation, db.metadata.generation);
     assert!(status.last_phase_transition_time.is_some());
     let pods = status.condition("PodsReady").expect("PodsReady set");
-    assert_eq!((pods.status.as_str(), pods.reason.as_str()), ("True", "PodsUp"));
-    assert!(db.finalizers().contains(&FINALIZER.to_owned()), "finalizer added");
-    assert!(!knobs.finalizer_missing_in_handler.load(Ordering::SeqCst), "the finalizer is added before any handler runs");
+    assert_eq!(
+        (pods.status.as_str(), pods.reason.as_str()),
+        ("True", "PodsUp")
+    );
+    assert!(
+        db.finalizers().contains(&FINALIZER.to_owned()),
+        "finalizer added"
+    );
+    assert!(
+        !knobs.finalizer_missing_in_handler.load(Ordering::SeqCst),
+        "the finalizer is added before any handler runs"
+    );
 
     let events: Api<Event> = Api::namespaced(client.clone(), &ns);
     let seen = eventually(Duration::from_secs(10), || async {
@@ -155,10 +228,20 @@ async fn objects_are_initialised_and_move_by_event_and_by_rule_with_events_recor
         let notes: Vec<(String, String)> = list
             .items
             .iter()
-            .map(|e| (e.reason.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
+            .map(|e| {
+                (
+                    e.reason.clone().unwrap_or_default(),
+                    e.note.clone().unwrap_or_default(),
+                )
+            })
             .collect();
-        let want = [("Accept", "Pending → Provisioning"), ("PhaseChanged", "Provisioning → Running")];
-        want.iter().all(|(r, n)| notes.iter().any(|(rr, nn)| rr == r && nn == n)).then_some(notes)
+        let want = [
+            ("Accept", "Pending → Provisioning"),
+            ("PhaseChanged", "Provisioning → Running"),
+        ];
+        want.iter()
+            .all(|(r, n)| notes.iter().any(|(rr, nn)| rr == r && nn == n))
+            .then_some(notes)
     })
     .await;
     assert!(seen.is_some(), "transition Events recorded");
@@ -170,36 +253,60 @@ async fn status_writes_equal_status_changes_and_reconciles_after_convergence_wri
     struct Pipelines;
     impl PipelineHandler for Pipelines {
         type Error = TestError;
-        async fn on_pending(&self, _: &Pipeline, step: &mut Step<Pipeline>) -> Result<PipelinePendingNext, TestError> {
+        async fn on_pending(
+            &self,
+            _: &Pipeline,
+            step: &mut Step<Pipeline>,
+        ) -> Result<PipelinePendingNext, TestError> {
             step.set_condition(PipelineCondition::Scheduled, true, "Bound", "")?;
             step.set_condition(PipelineCondition::Complete, true, "Done", "")?;
             step.set_condition(PipelineCondition::Failed, false, "Done", "")?;
             Ok(Next::Stay)
         }
-        async fn on_running(&self, _: &Pipeline, _: &mut Step<Pipeline>) -> Result<PipelineRunningNext, TestError> {
+        async fn on_running(
+            &self,
+            _: &Pipeline,
+            _: &mut Step<Pipeline>,
+        ) -> Result<PipelineRunningNext, TestError> {
             Ok(Next::Stay)
         }
     }
 
-    let Some(client) = cluster::client("status_writes_equal_status_changes").await else { return };
+    let Some(client) = cluster::client("status_writes_equal_status_changes").await else {
+        return;
+    };
     cluster::install_crds(&client).await;
     let ns = cluster::namespace(&client, "fsm-economy").await;
     let api: Api<Pipeline> = Api::namespaced(client.clone(), &ns);
-    let patches = [("resource", "pipelines"), ("subresource", "status"), ("verb", "PATCH")];
+    let patches = [
+        ("resource", "pipelines"),
+        ("subresource", "status"),
+        ("verb", "PATCH"),
+    ];
     let before = cluster::requests(&client, &patches).await;
     let operator = Running::start::<Pipeline, _>(&client, &ns, Pipelines);
 
     let n = 10;
     for i in 0..n {
-        api.create(&PostParams::default(), &Pipeline::new(&format!("p{i}"), PipelineSpec { image: "busybox".into() }))
-            .await
-            .expect("create pipeline");
+        api.create(
+            &PostParams::default(),
+            &Pipeline::new(
+                &format!("p{i}"),
+                PipelineSpec {
+                    image: "busybox".into(),
+                },
+            ),
+        )
+        .await
+        .expect("create pipeline");
     }
     let done = eventually(Duration::from_secs(60), || async {
         let list = api.list(&ListParams::default()).await.ok()?;
         list.items
             .iter()
-            .all(|p| p.status.as_ref().and_then(|s| s.machine.phase()) == Some(PipelinePhase::Succeeded))
+            .all(|p| {
+                p.status.as_ref().and_then(|s| s.machine.phase()) == Some(PipelinePhase::Succeeded)
+            })
             .then_some(())
     })
     .await;
@@ -207,26 +314,51 @@ async fn status_writes_equal_status_changes_and_reconciles_after_convergence_wri
     // Pending -> Running (first write, the rule fires in the first step) and Running -> Succeeded.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let converged = cluster::requests(&client, &patches).await;
-    assert_eq!(converged - before, 2 * n, "exactly one status write per status change");
+    assert_eq!(
+        converged - before,
+        2 * n,
+        "exactly one status write per status change"
+    );
 
     // Touch every object: each is reconciled again and nothing is written.
     for i in 0..n {
         let patch = json!({"metadata": {"annotations": {"touched": "yes"}}});
-        api.patch(&format!("p{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.expect("annotate");
+        api.patch(
+            &format!("p{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("annotate");
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(cluster::requests(&client, &patches).await, converged, "no writes after convergence");
+    assert_eq!(
+        cluster::requests(&client, &patches).await,
+        converged,
+        "no writes after convergence"
+    );
     operator.stop().await;
 }
 
 /// Holds the first Provisioning step, lets `write` change the object meanwhile, releases.
-async fn race_with_concurrent_writer(prefix: &str, write: serde_json::Value) -> (Database, Vec<String>) {
+async fn race_with_concurrent_writer(
+    prefix: &str,
+    write: serde_json::Value,
+) -> (Database, Vec<String>) {
     let client = cluster::client(prefix).await.expect("checked by caller");
     cluster::install_crds(&client).await;
     let ns = cluster::namespace(&client, prefix).await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-    let knobs = Arc::new(Knobs { hold_first_provisioning: AtomicBool::new(true), ..Knobs::default() });
-    let conflicts = [("resource", "databases"), ("subresource", "status"), ("verb", "PATCH"), ("code", "409")];
+    let knobs = Arc::new(Knobs {
+        hold_first_provisioning: AtomicBool::new(true),
+        ..Knobs::default()
+    });
+    let conflicts = [
+        ("resource", "databases"),
+        ("subresource", "status"),
+        ("verb", "PATCH"),
+        ("code", "409"),
+    ];
     let conflicts_before = cluster::requests(&client, &conflicts).await;
 
     // Record every phase the API server ever stores for the object.
@@ -250,15 +382,22 @@ async fn race_with_concurrent_writer(prefix: &str, write: serde_json::Value) -> 
 
     let operator = Running::start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
     create_db(&api, "db").await;
-    eventually(Duration::from_secs(30), || async { (knobs.provisioning_entered.load(Ordering::SeqCst) > 0).then_some(()) })
+    eventually(Duration::from_secs(30), || async {
+        (knobs.provisioning_entered.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await
+    .expect("provisioning handler entered");
+    api.patch_status("db", &PatchParams::default(), &Patch::Merge(&write))
         .await
-        .expect("provisioning handler entered");
-    api.patch_status("db", &PatchParams::default(), &Patch::Merge(&write)).await.expect("concurrent write");
+        .expect("concurrent write");
     knobs.release.notify_one();
 
     tokio::time::sleep(Duration::from_secs(3)).await;
     let db = api.get("db").await.expect("get");
-    assert!(cluster::requests(&client, &conflicts).await > conflicts_before, "the engine's stale write got a 409");
+    assert!(
+        cluster::requests(&client, &conflicts).await > conflicts_before,
+        "the engine's stale write got a 409"
+    );
     operator.stop().await;
     watcher_task.abort();
     let phases = watched.lock().unwrap().clone();
@@ -267,7 +406,10 @@ async fn race_with_concurrent_writer(prefix: &str, write: serde_json::Value) -> 
 
 #[tokio::test]
 async fn a_conflicting_write_is_recovered_without_losing_the_other_writers_change() {
-    if cluster::client("a_conflicting_write_is_recovered").await.is_none() {
+    if cluster::client("a_conflicting_write_is_recovered")
+        .await
+        .is_none()
+    {
         return;
     }
     let other = json!({"status": {"conditions": [
@@ -277,7 +419,9 @@ async fn a_conflicting_write_is_recovered_without_losing_the_other_writers_chang
     let (db, phases) = race_with_concurrent_writer("fsm-conflict", other).await;
     let status = &db.status.as_ref().unwrap().machine;
     assert_eq!(status.phase(), Some(DatabasePhase::Running));
-    let external = status.condition("example.com/ExternalCheck").expect("the other writer's condition survives");
+    let external = status
+        .condition("example.com/ExternalCheck")
+        .expect("the other writer's condition survives");
     assert_eq!(external.reason, "Verified");
     assert_eq!(status.condition("PodsReady").unwrap().status, "True");
     assert_eq!(phases, ["Provisioning", "Running"]);
@@ -285,19 +429,30 @@ async fn a_conflicting_write_is_recovered_without_losing_the_other_writers_chang
 
 #[tokio::test]
 async fn a_conflict_never_persists_an_illegal_phase() {
-    if cluster::client("a_conflict_never_persists_an_illegal_phase").await.is_none() {
+    if cluster::client("a_conflict_never_persists_an_illegal_phase")
+        .await
+        .is_none()
+    {
         return;
     }
     // Meanwhile someone fails the object: Running is no longer a legal successor.
     let other = json!({"status": {"phase": "Failed"}});
     let (db, phases) = race_with_concurrent_writer("fsm-illegal", other).await;
-    assert_eq!(db.status.as_ref().unwrap().machine.phase(), Some(DatabasePhase::Failed));
-    assert!(!phases.contains(&"Running".to_owned()), "Running was never stored: {phases:?}");
+    assert_eq!(
+        db.status.as_ref().unwrap().machine.phase(),
+        Some(DatabasePhase::Failed)
+    );
+    assert!(
+        !phases.contains(&"Running".to_owned()),
+        "Running was never stored: {phases:?}"
+    );
 }
 
 #[tokio::test]
 async fn cleanup_runs_and_the_finalizer_goes_only_after_it_succeeds() {
-    let Some(client) = cluster::client("cleanup_runs_and_the_finalizer_goes").await else { return };
+    let Some(client) = cluster::client("cleanup_runs_and_the_finalizer_goes").await else {
+        return;
+    };
     cluster::install_crds(&client).await;
     let ns = cluster::namespace(&client, "fsm-finalizer").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
@@ -306,16 +461,29 @@ async fn cleanup_runs_and_the_finalizer_goes_only_after_it_succeeds() {
     create_db(&api, "db").await;
     wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
 
-    api.delete("db", &DeleteParams::default()).await.expect("delete");
-    eventually(Duration::from_secs(10), || async { (knobs.cleanups.load(Ordering::SeqCst) >= 2).then_some(()) })
+    api.delete("db", &DeleteParams::default())
         .await
-        .expect("cleanup retried while pending");
-    let pending = api.get("db").await.expect("still there while cleanup is pending");
+        .expect("delete");
+    eventually(Duration::from_secs(10), || async {
+        (knobs.cleanups.load(Ordering::SeqCst) >= 2).then_some(())
+    })
+    .await
+    .expect("cleanup retried while pending");
+    let pending = api
+        .get("db")
+        .await
+        .expect("still there while cleanup is pending");
     assert!(pending.metadata.deletion_timestamp.is_some());
     assert!(pending.finalizers().contains(&FINALIZER.to_owned()));
 
     knobs.allow_cleanup.store(true, Ordering::SeqCst);
-    let gone = eventually(Duration::from_secs(10), || async { api.get_opt("db").await.ok().and_then(|o| o.is_none().then_some(())) }).await;
+    let gone = eventually(Duration::from_secs(10), || async {
+        api.get_opt("db")
+            .await
+            .ok()
+            .and_then(|o| o.is_none().then_some(()))
+    })
+    .await;
     assert!(gone.is_some(), "object deleted once cleanup is done");
     operator.stop().await;
 }
@@ -325,16 +493,24 @@ async fn phase_timeouts_fire() {
     struct Timers;
     impl TimerHandler for Timers {
         type Error = TestError;
-        async fn on_waiting(&self, _: &Timer, _: &mut Step<Timer>) -> Result<TimerWaitingNext, TestError> {
+        async fn on_waiting(
+            &self,
+            _: &Timer,
+            _: &mut Step<Timer>,
+        ) -> Result<TimerWaitingNext, TestError> {
             Ok(Next::Stay)
         }
     }
-    let Some(client) = cluster::client("phase_timeouts_fire").await else { return };
+    let Some(client) = cluster::client("phase_timeouts_fire").await else {
+        return;
+    };
     cluster::install_crds(&client).await;
     let ns = cluster::namespace(&client, "fsm-timeout").await;
     let api: Api<Timer> = Api::namespaced(client.clone(), &ns);
     let operator = Running::start::<Timer, _>(&client, &ns, Timers);
-    api.create(&PostParams::default(), &Timer::new("t", TimerSpec {})).await.expect("create");
+    api.create(&PostParams::default(), &Timer::new("t", TimerSpec {}))
+        .await
+        .expect("create");
     let expired = eventually(Duration::from_secs(20), || async {
         let t = api.get("t").await.ok()?;
         (t.status?.machine.phase == Some(PhaseValue::Known(TimerPhase::Expired))).then_some(())
@@ -342,26 +518,46 @@ async fn phase_timeouts_fire() {
     .await;
     assert!(expired.is_some(), "Waiting timed out to Expired");
     let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    let reasons: Vec<String> = events.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|e| e.reason).collect();
-    assert!(reasons.contains(&"WaitingTimedOut".to_owned()), "{reasons:?}");
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(
+        reasons.contains(&"WaitingTimedOut".to_owned()),
+        "{reasons:?}"
+    );
     operator.stop().await;
 }
 
 #[tokio::test]
 async fn a_restarted_controller_converges() {
-    let Some(client) = cluster::client("a_restarted_controller_converges").await else { return };
+    let Some(client) = cluster::client("a_restarted_controller_converges").await else {
+        return;
+    };
     cluster::install_crds(&client).await;
     let ns = cluster::namespace(&client, "fsm-restart").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     // The first controller hangs in Provisioning and crashes there.
-    let stuck = Arc::new(Knobs { hold_first_provisioning: AtomicBool::new(true), ..Knobs::default() });
+    let stuck = Arc::new(Knobs {
+        hold_first_provisioning: AtomicBool::new(true),
+        ..Knobs::default()
+    });
     let first = Running::start::<Database, _>(&client, &ns, DbHandler(stuck.clone()));
     create_db(&api, "db").await;
-    eventually(Duration::from_secs(30), || async { (stuck.provisioning_entered.load(Ordering::SeqCst) > 0).then_some(()) })
-        .await
-        .expect("first controller got to Provisioning");
+    eventually(Duration::from_secs(30), || async {
+        (stuck.provisioning_entered.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await
+    .expect("first controller got to Provisioning");
     first.crash().await;
-    assert_eq!(phase_of(&api.get("db").await.unwrap()).as_deref(), Some("Provisioning"));
+    assert_eq!(
+        phase_of(&api.get("db").await.unwrap()).as_deref(),
+        Some("Provisioning")
+    );
 
     let second = Running::start::<Database, _>(&client, &ns, DbHandler(Arc::new(Knobs::default())));
     wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;

@@ -19,21 +19,42 @@ struct Error(#[from] kube_fsm::conditions::ConditionError);
 impl DatabaseHandler for Handlers {
     type Error = Error;
 
-    async fn on_pending(&self, _: &Database, _: &mut Step<Database>) -> Result<DatabasePendingNext, Error> {
+    async fn on_pending(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabasePendingNext, Error> {
         Ok(DatabasePendingEvent::Accept.into())
     }
 
-    async fn on_provisioning(&self, _: &Database, step: &mut Step<Database>) -> Result<DatabaseProvisioningNext, Error> {
-        step.set_condition(DatabaseCondition::PodsReady, self.pods_ready, "Checked", "pods checked")?;
+    async fn on_provisioning(
+        &self,
+        _: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseProvisioningNext, Error> {
+        step.set_condition(
+            DatabaseCondition::PodsReady,
+            self.pods_ready,
+            "Checked",
+            "pods checked",
+        )?;
         Ok(Next::Stay)
     }
 
-    async fn on_running(&self, _: &Database, step: &mut Step<Database>) -> Result<DatabaseRunningNext, Error> {
+    async fn on_running(
+        &self,
+        _: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseRunningNext, Error> {
         step.requeue_after(Duration::from_secs(42));
         Ok(Next::Stay)
     }
 
-    async fn on_degraded(&self, _: &Database, _: &mut Step<Database>) -> Result<DatabaseDegradedNext, Error> {
+    async fn on_degraded(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseDegradedNext, Error> {
         Ok(DatabaseDegradedEvent::Fail.into())
     }
 
@@ -41,54 +62,118 @@ impl DatabaseHandler for Handlers {
         Ok(kube_fsm::Cleanup::Done)
     }
 
-    async fn before_transition(&self, _: &Database, _: DatabasePhase, to: DatabasePhase) -> Result<Verdict, Error> {
-        Ok(if self.veto_failed && to == DatabasePhase::Failed { Verdict::Veto("keep it".into()) } else { Verdict::Allow })
+    async fn before_transition(
+        &self,
+        _: &Database,
+        _: DatabasePhase,
+        to: DatabasePhase,
+    ) -> Result<Verdict, Error> {
+        Ok(if self.veto_failed && to == DatabasePhase::Failed {
+            Verdict::Veto("keep it".into())
+        } else {
+            Verdict::Allow
+        })
     }
 }
 
 fn db() -> Database {
-    Database::new("db", DatabaseSpec { version: "16".into() })
+    Database::new(
+        "db",
+        DatabaseSpec {
+            version: "16".into(),
+        },
+    )
 }
 
 #[tokio::test]
 async fn a_new_object_moves_to_provisioning_in_its_first_write() {
-    let h = Handlers { pods_ready: false, veto_failed: false };
+    let h = Handlers {
+        pods_ready: false,
+        veto_failed: false,
+    };
     let out = testing::step(&h, &db()).await.unwrap();
     assert_eq!(out.phase, DatabasePhase::Provisioning);
-    assert_eq!(out.transition.as_ref().map(|t| (t.from.clone(), t.reason)), Some((None, "Accept")));
+    assert_eq!(
+        out.transition.as_ref().map(|t| (t.from.clone(), t.reason)),
+        Some((None, "Accept"))
+    );
     assert!(out.writes_status);
-    assert_eq!(out.requeue, Some(Duration::from_secs(10)), "Provisioning's requeueAfter");
+    assert_eq!(
+        out.requeue,
+        Some(Duration::from_secs(10)),
+        "Provisioning's requeueAfter"
+    );
 }
 
 #[tokio::test]
 async fn a_condition_set_by_the_handler_fires_the_rule_in_the_same_step() {
     let object = testing::in_phase(db(), DatabasePhase::Provisioning);
-    let stuck = testing::step(&Handlers { pods_ready: false, veto_failed: false }, &object).await.unwrap();
+    let stuck = testing::step(
+        &Handlers {
+            pods_ready: false,
+            veto_failed: false,
+        },
+        &object,
+    )
+    .await
+    .unwrap();
     assert_eq!(stuck.phase, DatabasePhase::Provisioning);
     assert_eq!(stuck.condition(DatabaseCondition::PodsReady), Some(false));
-    let ready = testing::step(&Handlers { pods_ready: true, veto_failed: false }, &object).await.unwrap();
+    let ready = testing::step(
+        &Handlers {
+            pods_ready: true,
+            veto_failed: false,
+        },
+        &object,
+    )
+    .await
+    .unwrap();
     assert_eq!(ready.phase, DatabasePhase::Running);
     assert_eq!(ready.condition(DatabaseCondition::PodsReady), Some(true));
 
     // Chained: the next step in Running changes nothing but asks for a requeue.
     let mut object = object;
     testing::apply(&mut object, &ready);
-    let settled = testing::step(&Handlers { pods_ready: true, veto_failed: false }, &object).await.unwrap();
-    assert_eq!((settled.phase, settled.writes_status, settled.requeue), (DatabasePhase::Running, false, Some(Duration::from_secs(42))));
+    let settled = testing::step(
+        &Handlers {
+            pods_ready: true,
+            veto_failed: false,
+        },
+        &object,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (settled.phase, settled.writes_status, settled.requeue),
+        (DatabasePhase::Running, false, Some(Duration::from_secs(42)))
+    );
 }
 
 #[tokio::test]
 async fn timeouts_and_vetoes() {
     let since = Timestamp::now() - SignedDuration::from_mins(11);
     let object = testing::in_phase_since(db(), DatabasePhase::Provisioning, since);
-    let h = Handlers { pods_ready: false, veto_failed: false };
+    let h = Handlers {
+        pods_ready: false,
+        veto_failed: false,
+    };
     let out = testing::step(&h, &object).await.unwrap();
     assert_eq!(out.phase, DatabasePhase::Failed);
     assert_eq!(out.transition.unwrap().reason, "ProvisioningTimedOut");
 
-    let vetoing = Handlers { pods_ready: false, veto_failed: true };
+    let vetoing = Handlers {
+        pods_ready: false,
+        veto_failed: true,
+    };
     let out = testing::step(&vetoing, &object).await.unwrap();
     assert_eq!(out.phase, DatabasePhase::Provisioning);
-    assert_eq!(out.vetoed, Some((DatabasePhase::Provisioning, DatabasePhase::Failed, "keep it".to_owned())));
+    assert_eq!(
+        out.vetoed,
+        Some((
+            DatabasePhase::Provisioning,
+            DatabasePhase::Failed,
+            "keep it".to_owned()
+        ))
+    );
     assert!(out.transition.is_none());
 }
