@@ -1,1 +1,247 @@
-fn main() {}
+//! kube-fsm example operator: a `Database` custom resource driven by `specs/database.yaml`.
+//!
+//! ```text
+//! kube-fsm-examples crd                      print the CRD (JSON, which is also YAML)
+//! kube-fsm-examples run [--namespace NS]     run the operator until Ctrl-C / SIGTERM
+//! kube-fsm-examples demo [--objects N] [--namespace NS] [--timeout SECS] [--keep]
+//! kube-fsm-examples bench-scale [--objects N] [--namespace NS] [--idle SECS] [--timeout SECS]
+//!                               [--record FILE]
+//! ```
+
+mod bench;
+mod cluster;
+mod database;
+mod demo;
+mod metrics;
+mod operator;
+mod tracker;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kube::CustomResourceExt;
+
+/// The error type of the subcommands.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const USAGE: &str = "\
+kube-fsm example operator: a Database custom resource driven by specs/database.yaml
+
+usage:
+  kube-fsm-examples crd
+      print the CustomResourceDefinition (JSON, which kubectl apply -f - accepts)
+  kube-fsm-examples run [--namespace NS]
+      run the operator (all namespaces by default) until Ctrl-C or SIGTERM
+  kube-fsm-examples demo [--objects N] [--namespace NS] [--timeout SECS] [--keep]
+      install the CRD, create N Databases (default 5) in NS (default kube-fsm-demo), run the
+      operator in-process and print each phase transition; exit 0 once all are Running
+      (default timeout 60 s), after deleting them again (unless --keep)
+  kube-fsm-examples bench-scale [--objects N] [--namespace NS] [--idle SECS] [--timeout SECS]
+                                [--record FILE]
+      the scale run: N Databases (default 200) at once, then idle (default 30 s), then a
+      controller restart, then deletion; reports the API server's request counters per window
+      as markdown, and with --record replaces that section of FILE (e.g. BENCHMARKS.md)
+
+The cluster comes from KUBECONFIG or ~/.kube/config (scripts/envtest provides one).
+RUST_LOG sets the log filter (default: warn for demo and bench-scale, info for run).";
+
+enum Command {
+    Crd,
+    Run { namespace: Option<String> },
+    Demo(demo::DemoOptions),
+    Bench(bench::BenchOptions),
+}
+
+/// A minimal `--flag value` parser: the subcommands have few, simple options.
+struct Args {
+    rest: Vec<String>,
+}
+
+impl Args {
+    fn value(&mut self, flag: &str) -> Result<Option<String>, String> {
+        let Some(i) = self.rest.iter().position(|a| a == flag) else {
+            return Ok(None);
+        };
+        self.rest.remove(i);
+        if i < self.rest.len() {
+            Ok(Some(self.rest.remove(i)))
+        } else {
+            Err(format!("{flag} needs a value"))
+        }
+    }
+
+    fn number(&mut self, flag: &str, default: u64) -> Result<u64, String> {
+        match self.value(flag)? {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("{flag} takes a whole number, not {v:?}")),
+        }
+    }
+
+    fn switch(&mut self, flag: &str) -> bool {
+        let before = self.rest.len();
+        self.rest.retain(|a| a != flag);
+        self.rest.len() != before
+    }
+
+    fn done(self) -> Result<(), String> {
+        match self.rest.first() {
+            None => Ok(()),
+            Some(extra) => Err(format!("unexpected argument {extra:?}")),
+        }
+    }
+}
+
+fn parse(argv: Vec<String>) -> Result<Command, String> {
+    let command_line = format!("kube-fsm-examples {}", argv.join(" "));
+    let mut argv = argv.into_iter();
+    let sub = argv.next().ok_or("missing subcommand")?;
+    let mut args = Args {
+        rest: argv.collect(),
+    };
+    if args.switch("--help") || args.switch("-h") {
+        return Err(String::new());
+    }
+    let command = match sub.as_str() {
+        "crd" => Command::Crd,
+        "run" => Command::Run {
+            namespace: args.value("--namespace")?,
+        },
+        "demo" => Command::Demo(demo::DemoOptions {
+            objects: usize::try_from(args.number("--objects", 5)?).map_err(|e| e.to_string())?,
+            namespace: args
+                .value("--namespace")?
+                .unwrap_or_else(|| "kube-fsm-demo".into()),
+            timeout: Duration::from_secs(args.number("--timeout", 60)?),
+            keep: args.switch("--keep"),
+        }),
+        "bench-scale" => Command::Bench(bench::BenchOptions {
+            objects: usize::try_from(args.number("--objects", 200)?).map_err(|e| e.to_string())?,
+            namespace: args
+                .value("--namespace")?
+                .unwrap_or_else(|| "kube-fsm-bench".into()),
+            idle: Duration::from_secs(args.number("--idle", 30)?),
+            timeout: Duration::from_secs(args.number("--timeout", 300)?),
+            record: args.value("--record")?,
+            // scripts/bench-scale names itself; otherwise record this binary's command line.
+            command: std::env::var("KUBE_FSM_BENCH_COMMAND").unwrap_or(command_line),
+        }),
+        "help" | "--help" | "-h" => return Err(String::new()),
+        other => return Err(format!("unknown subcommand {other:?}")),
+    };
+    args.done()?;
+    Ok(command)
+}
+
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let command = match parse(std::env::args().skip(1).collect()) {
+        Ok(command) => command,
+        Err(message) if message.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("error: {message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match command {
+        Command::Crd => match serde_json::to_string_pretty(&database::Database::crd()) {
+            Ok(json) => {
+                println!("{json}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(err) => Err(err.into()),
+        },
+        Command::Run { namespace } => {
+            init_logging("info");
+            run(namespace).await
+        }
+        Command::Demo(options) => {
+            init_logging("warn");
+            demo::run(options).await
+        }
+        Command::Bench(options) => {
+            init_logging("warn");
+            bench::run(options).await
+        }
+    };
+    result.unwrap_or_else(|err| {
+        eprintln!("error: {err}");
+        ExitCode::FAILURE
+    })
+}
+
+/// `run`: the operator as it would run in a cluster, until Ctrl-C or SIGTERM.
+async fn run(namespace: Option<String>) -> Result<ExitCode, BoxError> {
+    let client = kube::Client::try_default().await?;
+    let handlers = database::Handlers::new(client.clone());
+    tracing::info!(
+        namespace = namespace.as_deref().unwrap_or("(all)"),
+        "starting the Database operator"
+    );
+    operator::operator(client, handlers, namespace.as_deref())
+        .run()
+        .await;
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn parses_subcommands_and_defaults() {
+        let Ok(Command::Demo(demo)) = parse(args("demo --objects 7 --keep")) else {
+            panic!("demo parses")
+        };
+        assert_eq!(
+            (demo.objects, demo.namespace.as_str(), demo.keep),
+            (7, "kube-fsm-demo", true)
+        );
+        assert_eq!(demo.timeout, Duration::from_secs(60));
+        let Ok(Command::Bench(bench)) = parse(args("bench-scale --idle 5")) else {
+            panic!("bench-scale parses")
+        };
+        assert_eq!((bench.objects, bench.idle), (200, Duration::from_secs(5)));
+        assert!(matches!(
+            parse(args("run")),
+            Ok(Command::Run { namespace: None })
+        ));
+        assert!(matches!(parse(args("crd")), Ok(Command::Crd)));
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert_eq!(
+            parse(args("demo --objects many")).err().as_deref(),
+            Some("--objects takes a whole number, not \"many\"")
+        );
+        assert_eq!(
+            parse(args("demo --objects")).err().as_deref(),
+            Some("--objects needs a value")
+        );
+        assert_eq!(
+            parse(args("demo extra")).err().as_deref(),
+            Some("unexpected argument \"extra\"")
+        );
+        assert!(parse(args("frobnicate")).is_err());
+        assert_eq!(parse(args("demo --help")).err().as_deref(), Some(""));
+    }
+}

@@ -114,10 +114,10 @@ pub struct Engine<K: Resource<DynamicType = ()>, H> {
     handler: H,
     recorder: Recorder,
     config: EngineConfig,
-    /// The resourceVersion each of our status writes was based on: while the cache still shows
-    /// that version it is stale (our write has not arrived yet), and acting on it would redo
-    /// the step and collide with our own write.
-    based_on: Mutex<HashMap<ObjectRef<K>, String>>,
+    /// The resourceVersions our writes were based on, per object: while the cache still shows
+    /// one of them it is stale (our write has not arrived yet), and acting on it would redo the
+    /// step and collide with our own write. Forgotten once the cache shows another version.
+    based_on: Mutex<HashMap<ObjectRef<K>, Vec<String>>>,
     failures: FailureCounts<ObjectRef<K>>,
 }
 
@@ -188,15 +188,20 @@ where
 
     fn is_stale(&self, key: &ObjectRef<K>, object: &K) -> bool {
         let mut based_on = self.based_on.lock().unwrap_or_else(PoisonError::into_inner);
-        match based_on.get(key) {
-            Some(rv) if object.meta().resource_version.as_ref() == Some(rv) => true,
-            Some(_) => {
-                // The cache has moved past our write: forget it.
-                based_on.remove(key);
-                false
-            }
-            None => false,
+        let Some(versions) = based_on.get(key) else {
+            return false;
+        };
+        if object
+            .meta()
+            .resource_version
+            .as_ref()
+            .is_some_and(|rv| versions.contains(rv))
+        {
+            return true;
         }
+        // The cache has moved past our writes: forget them.
+        based_on.remove(key);
+        false
     }
 
     async fn reconcile_inner(&self, mut object: K) -> Result<Action, ReconcileError> {
@@ -219,6 +224,7 @@ where
                     &object,
                     EventType::Warning,
                     "TransitionVetoed",
+                    format!("{from}To{to}"),
                     format!("{from} → {to}: {message}"),
                 )
                 .await;
@@ -289,6 +295,7 @@ where
                         &object,
                         EventType::Normal,
                         "CleanupDone",
+                        "Cleanup".to_owned(),
                         format!("removed finalizer {finalizer}"),
                     )
                     .await;
@@ -326,14 +333,17 @@ where
         Ok(patched)
     }
 
-    /// Remembers that we wrote `object` as read, so a cache still showing it is known stale.
+    /// Remembers that we wrote over `object` as read, so a cache still showing it is stale.
+    /// (A finalizer patch and a status write in one reconcile leave two such versions.)
     fn remember_write(&self, object: &K) {
         if let Some(rv) = object.resource_version() {
             let key = ObjectRef::from_obj(object);
-            self.based_on
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(key, rv);
+            let mut based_on = self.based_on.lock().unwrap_or_else(PoisonError::into_inner);
+            let versions = based_on.entry(key).or_default();
+            if versions.len() >= 8 {
+                versions.remove(0);
+            }
+            versions.push(rv);
         }
     }
 
@@ -391,13 +401,18 @@ where
         let initial = K::Phase::from_index(K::machine().initial)
             .map(|p| p.name())
             .unwrap_or_default();
-        let note = match &transition.from {
-            Some(from) => format!("{from} → {}", transition.to),
-            None if transition.to.name() == initial => format!("initialised in {initial}"),
-            None => format!("{initial} → {}", transition.to),
+        let (from, to) = (
+            transition.from.as_ref().map_or(initial, PhaseValue::as_str),
+            transition.to.name(),
+        );
+        let note = if transition.from.is_none() && to == initial {
+            format!("initialised in {initial}")
+        } else {
+            format!("{from} → {to}")
         };
         tracing::info!(object = %object.name_any(), state.from = ?transition.from.as_ref().map(ToString::to_string), state.to = %transition.to, reason = transition.reason, "transition");
-        self.event(object, EventType::Normal, transition.reason, note)
+        let action: String = format!("{from}To{to}").chars().take(128).collect();
+        self.event(object, EventType::Normal, transition.reason, action, note)
             .await;
         if let Some(PhaseValue::Known(from)) = transition.from {
             K::after_transition(&self.handler, object, from, transition.to)
@@ -407,13 +422,22 @@ where
         Ok(())
     }
 
-    /// Publishes an Event; a failure to record it is logged, never fatal.
-    async fn event(&self, object: &K, type_: EventType, reason: &str, note: String) {
+    /// Publishes an Event; a failure to record it is logged, never fatal. kube's Recorder
+    /// folds repeats of the same (type, reason, action) into one series, so `action` names
+    /// what happened (e.g. `RunningToDegraded`), keeping different transitions apart.
+    async fn event(
+        &self,
+        object: &K,
+        type_: EventType,
+        reason: &str,
+        action: String,
+        note: String,
+    ) {
         let event = Event {
             type_,
             reason: reason.to_owned(),
             note: Some(note),
-            action: "Reconcile".into(),
+            action,
             secondary: None,
         };
         if let Err(err) = self.recorder.publish(&event, &object.object_ref(&())).await {

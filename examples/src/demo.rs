@@ -1,0 +1,168 @@
+//! `demo`: install the CRD, create N Databases, run the operator in-process, print each
+//! transition as the API server stores it, and clean up.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+
+use crate::database::{DatabasePhase, DatabaseStatus, Handlers};
+use crate::operator::Running;
+use crate::tracker::{Snapshot, Tracker};
+use crate::{BoxError, cluster};
+
+/// Options of `demo`.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// How many Databases to create.
+    pub objects: usize,
+    /// Where to create them.
+    pub namespace: String,
+    /// How long all of them may take to reach Running.
+    pub timeout: Duration,
+    /// Leave the objects (and the CRD) in place at the end.
+    pub keep: bool,
+}
+
+/// Runs the demo; exits 0 when every object reached Running and was cleaned up.
+pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
+    let start = Instant::now();
+    let client = Client::try_default().await?;
+    let server = client.apiserver_version().await?;
+    let ns = options.namespace.as_str();
+    println!(
+        "kube-fsm demo: {} Database objects in namespace {ns} (Kubernetes {}.{})",
+        options.objects, server.major, server.minor
+    );
+    cluster::install_crd(&client).await?;
+    cluster::ensure_namespace(&client, ns).await?;
+    println!(
+        "CRD databases.example.kube-fsm.dev is Established; starting the operator\n\
+         machine: Pending -Accept-> Provisioning -when PodsReady-> Running (finalizer example.com/cleanup)"
+    );
+
+    let tracker = Tracker::start(&client, ns, true, start);
+    let operator = Running::start(client.clone(), Handlers::new(client.clone()), ns);
+    cluster::create_databases(&client, ns, options.objects, 16).await?;
+
+    let mut snapshots = tracker.snapshots.clone();
+    let all_running = snapshots.wait_for(|s| s.count(DatabasePhase::Running) >= options.objects);
+    let outcome = tokio::select! {
+        done = tokio::time::timeout(options.timeout, all_running) => match done {
+            Ok(Ok(_)) => Outcome::AllRunning,
+            Ok(Err(_)) => Outcome::TrackerStopped,
+            Err(_) => Outcome::TimedOut,
+        },
+        _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
+    };
+    let snapshot = tracker.snapshot();
+    print_table(&snapshot);
+    let mut code = match outcome {
+        Outcome::AllRunning => {
+            println!(
+                "all {} Databases Running after {:.2} s ({} status writes observed, {} per object)",
+                options.objects,
+                start.elapsed().as_secs_f64(),
+                snapshot.status_changes,
+                ratio(snapshot.status_changes, options.objects),
+            );
+            ExitCode::SUCCESS
+        }
+        Outcome::TimedOut => {
+            eprintln!(
+                "error: not every Database reached Running within {:?}: {}",
+                options.timeout,
+                snapshot.summary()
+            );
+            ExitCode::FAILURE
+        }
+        Outcome::TrackerStopped => {
+            eprintln!("error: the watch of Databases ended");
+            ExitCode::FAILURE
+        }
+        Outcome::Interrupted => {
+            eprintln!("interrupted");
+            ExitCode::from(130)
+        }
+    };
+
+    if options.keep {
+        println!("--keep: leaving the Databases and the operator's children in {ns}");
+    } else if let Err(err) = clean_up(&client, ns, &tracker).await {
+        eprintln!("error: cleanup failed: {err}");
+        code = ExitCode::FAILURE;
+    }
+    if !operator.stop(Duration::from_secs(10)).await {
+        eprintln!("warning: the operator did not stop within 10 s");
+    }
+    tracker.stop();
+    Ok(code)
+}
+
+enum Outcome {
+    AllRunning,
+    TimedOut,
+    TrackerStopped,
+    Interrupted,
+}
+
+/// Deletes the Databases while the operator still runs (their cleanup handler deletes the
+/// children, then the finalizer is removed) and waits until both are gone.
+async fn clean_up(client: &Client, ns: &str, tracker: &Tracker) -> Result<(), BoxError> {
+    println!("deleting the Databases; the cleanup handler deletes their ConfigMaps");
+    cluster::delete_databases(client, ns).await?;
+    let mut snapshots = tracker.snapshots.clone();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        snapshots.wait_for(|s| s.objects.is_empty()),
+    )
+    .await
+    .map_err(|_| "Databases still present 60 s after deletion")??;
+    let children = cluster::count_children(client, ns).await?;
+    if children > 0 {
+        return Err(format!("{children} child ConfigMaps left after cleanup").into());
+    }
+    println!("all Databases and their ConfigMaps are gone; stopping the operator");
+    Ok(())
+}
+
+fn ratio(count: u64, objects: usize) -> String {
+    #[allow(clippy::cast_precision_loss)]
+    let per = count as f64 / objects.max(1) as f64;
+    format!("{per:.2}")
+}
+
+fn print_table(snapshot: &Snapshot) {
+    let width = snapshot
+        .objects
+        .keys()
+        .map(String::len)
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!(
+        "{:width$}  {:12}  {:9}  {:16}  MESSAGE",
+        "NAME", "PHASE", "PODSREADY", "SERVICEAVAILABLE"
+    );
+    for (name, status) in &snapshot.objects {
+        let phase = status
+            .as_ref()
+            .and_then(|s| s.machine.phase.as_ref())
+            .map_or_else(|| "-".to_owned(), ToString::to_string);
+        let condition = |type_: &str| {
+            condition(status.as_ref(), type_).map_or(("-".to_owned(), String::new()), |c| {
+                (c.status.clone(), c.message.clone())
+            })
+        };
+        let (pods, _) = condition("PodsReady");
+        let (service, message) = condition("ServiceAvailable");
+        println!("{name:width$}  {phase:12}  {pods:9}  {service:16}  {message}");
+    }
+}
+
+fn condition<'a>(
+    status: Option<&'a DatabaseStatus>,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    status?.machine.condition(type_)
+}
