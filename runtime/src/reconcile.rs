@@ -172,8 +172,20 @@ where
             return Ok(Action::await_change());
         }
         let result = engine.reconcile_inner(object.as_ref().clone()).await;
-        if result.is_ok() {
-            engine.failures.reset(&key);
+        match &result {
+            Ok(_) => engine.failures.reset(&key),
+            Err(err) => {
+                let note = err.to_string().chars().take(1024).collect();
+                engine
+                    .event(
+                        &object,
+                        EventType::Warning,
+                        "ReconcileFailed",
+                        "Reconcile".into(),
+                        note,
+                    )
+                    .await;
+            }
         }
         result
     }

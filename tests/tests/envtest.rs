@@ -22,6 +22,8 @@ const FINALIZER: &str = "example.com/cleanup";
 enum TestError {
     #[error(transparent)]
     Condition(#[from] kube_fsm::conditions::ConditionError),
+    #[error("the backing store is unreachable")]
+    Unreachable,
 }
 
 /// Knobs the tests turn while the operator runs.
@@ -35,6 +37,9 @@ struct Knobs {
     finalizer_missing_in_handler: AtomicBool,
     allow_cleanup: AtomicBool,
     cleanups: AtomicUsize,
+    /// Fail every Pending step while set.
+    fail_pending: AtomicBool,
+    pending_calls: AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -59,6 +64,10 @@ impl DatabaseHandler for DbHandler {
         _: &mut Step<Database>,
     ) -> Result<DatabasePendingNext, TestError> {
         self.saw(db);
+        self.0.pending_calls.fetch_add(1, Ordering::SeqCst);
+        if self.0.fail_pending.load(Ordering::SeqCst) {
+            return Err(TestError::Unreachable);
+        }
         Ok(DatabasePendingEvent::Accept.into())
     }
 
@@ -562,4 +571,42 @@ async fn a_restarted_controller_converges() {
     let second = Running::start::<Database, _>(&client, &ns, DbHandler(Arc::new(Knobs::default())));
     wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
     second.stop().await;
+}
+
+#[tokio::test]
+async fn handler_failures_back_off_record_a_warning_and_recover() {
+    let Some(client) = cluster::client("handler_failures_back_off").await else {
+        return;
+    };
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, "fsm-failure").await;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let knobs = Arc::new(Knobs {
+        fail_pending: AtomicBool::new(true),
+        ..Knobs::default()
+    });
+    let operator = Running::start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
+    create_db(&api, "db").await;
+
+    eventually(Duration::from_secs(20), || async {
+        (knobs.pending_calls.load(Ordering::SeqCst) >= 3).then_some(())
+    })
+    .await
+    .expect("failed steps are retried");
+    let db = api.get("db").await.unwrap();
+    assert!(db.status.is_none(), "a failed step writes nothing");
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let warning = eventually(Duration::from_secs(10), || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("ReconcileFailed") && e.type_.as_deref() == Some("Warning")
+        })
+    })
+    .await
+    .expect("a Warning event for the failure");
+    assert!(warning.note.unwrap_or_default().contains("unreachable"));
+
+    knobs.fail_pending.store(false, Ordering::SeqCst);
+    wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
+    operator.stop().await;
 }
