@@ -92,9 +92,12 @@ mod tests {
         assert_eq!(b.ceiling(5), Duration::from_secs(10));
         assert_eq!(b.ceiling(500), Duration::from_secs(10));
         assert_eq!(b.delay(3, 0.0), Duration::from_secs(2));
+        let near_top = b.delay(3, 0.999_999);
+        assert!(near_top > Duration::from_millis(3_999) && near_top < Duration::from_secs(4));
         assert_eq!(
-            b.delay(3, 0.999_999),
-            Duration::from_secs(4) - Duration::from_nanos(2)
+            b.delay(3, 7.0),
+            Duration::from_secs(4),
+            "the draw is clamped to [0, 1]"
         );
     }
 
