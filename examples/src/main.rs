@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! kube-fsm-examples crd                      print the CRD (JSON, which is also YAML)
+//! kube-fsm-examples diagram [--dot]          print the machine as Mermaid (or Graphviz DOT)
 //! kube-fsm-examples run [--namespace NS]     run the operator until Ctrl-C / SIGTERM
 //! kube-fsm-examples demo [--objects N] [--namespace NS] [--timeout SECS] [--keep]
 //! kube-fsm-examples bench-scale [--objects N] [--namespace NS] [--idle SECS] [--timeout SECS]
@@ -30,6 +31,8 @@ kube-fsm example operator: a Database custom resource driven by specs/database.y
 usage:
   kube-fsm-examples crd
       print the CustomResourceDefinition (JSON, which kubectl apply -f - accepts)
+  kube-fsm-examples diagram [--dot]
+      print the Database state machine as a Mermaid state diagram (or Graphviz DOT)
   kube-fsm-examples run [--namespace NS]
       run the operator (all namespaces by default) until Ctrl-C or SIGTERM
   kube-fsm-examples demo [--objects N] [--namespace NS] [--timeout SECS] [--keep]
@@ -47,6 +50,7 @@ RUST_LOG sets the log filter (default: warn for demo and bench-scale, info for r
 
 enum Command {
     Crd,
+    Diagram { dot: bool },
     Run { namespace: Option<String> },
     Demo(demo::DemoOptions),
     Bench(bench::BenchOptions),
@@ -105,6 +109,9 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
     }
     let command = match sub.as_str() {
         "crd" => Command::Crd,
+        "diagram" => Command::Diagram {
+            dot: args.switch("--dot"),
+        },
         "run" => Command::Run {
             namespace: args.value("--namespace")?,
         },
@@ -164,6 +171,11 @@ async fn main() -> ExitCode {
             }
             Err(err) => Err(err.into()),
         },
+        Command::Diagram { dot } => {
+            let machine = database::DatabasePhase::MACHINE;
+            print!("{}", if dot { machine.dot } else { machine.mermaid });
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Run { namespace } => {
             init_logging("info");
             run(namespace).await
@@ -225,6 +237,10 @@ mod tests {
             Ok(Command::Run { namespace: None })
         ));
         assert!(matches!(parse(args("crd")), Ok(Command::Crd)));
+        assert!(matches!(
+            parse(args("diagram --dot")),
+            Ok(Command::Diagram { dot: true })
+        ));
     }
 
     #[test]
