@@ -162,7 +162,7 @@ fn load(lit: &syn::LitStr, diags: &mut Diagnostics) -> Option<(SourceFile, PathB
         }
     };
     let display = display_path(&path, &written);
-    Some((SourceFile { display, text }, path))
+    Some((SourceFile::new(display, text), path))
 }
 
 /// The path to print in messages: relative to the working directory cargo runs rustc in (the
@@ -227,10 +227,7 @@ mod tests {
     fn machine_from_yaml(path: &str) -> crate::model::Machine {
         let text =
             std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
-        let file = SourceFile {
-            display: path.into(),
-            text,
-        };
+        let file = SourceFile::new(path, text);
         let node = yaml::parse(&file.text).unwrap();
         let mut diags = Diagnostics::default();
         let raw = from_yaml::read(&node, &file, &mut diags);

@@ -403,10 +403,7 @@ mod tests {
     use super::*;
 
     fn read_str(text: &str) -> (RawSpec, Vec<Diagnostic>) {
-        let file = SourceFile {
-            display: "t.yaml".into(),
-            text: text.into(),
-        };
+        let file = SourceFile::new("t.yaml", text);
         let node = crate::yaml::parse(text).expect("valid yaml");
         let mut diags = Diagnostics::default();
         let spec = read(&node, &file, &mut diags);
