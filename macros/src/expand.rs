@@ -39,7 +39,21 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         );
         return with_errors(&item, err.to_compile_error());
     };
-    let kind = Ident::new(&kind_lit.value(), kind_lit.span());
+    // `Ident::new` panics on a non-identifier; kube's derive rejects such kinds too, but this
+    // macro runs first and must answer with an error, not a panic.
+    let kind = match syn::parse_str::<Ident>(&kind_lit.value()) {
+        Ok(ident) => Ident::new(&ident.to_string(), kind_lit.span()),
+        Err(_) => {
+            let err = syn::Error::new(
+                kind_lit.span(),
+                format!(
+                    "the kind `{}` is not a Rust identifier\n = help: kinds are UpperCamelCase names such as `Database`",
+                    kind_lit.value()
+                ),
+            );
+            return with_errors(&item, err.to_compile_error());
+        }
+    };
 
     let mut diags = Diagnostics::default();
     let mut file = None;
@@ -278,6 +292,16 @@ mod tests {
             assert_eq!(expand(attr.clone(), item.clone()).to_string(), first);
         }
         assert!(!first.contains("compile_error"), "{first}");
+    }
+
+    #[test]
+    fn a_kind_that_is_not_an_identifier_is_an_error_not_a_panic() {
+        let item = quote! {
+            #[kube(kind = "My-Kind", status = "S")]
+            pub struct XSpec {}
+        };
+        let out = expand(TokenStream::from_str("phases(A(terminal))").unwrap(), item).to_string();
+        assert!(out.contains("is not a Rust identifier"), "{out}");
     }
 
     #[test]
