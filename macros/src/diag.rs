@@ -55,23 +55,24 @@ impl From<Span> for Loc {
 #[derive(Clone, Debug)]
 pub struct Diagnostic {
     pub loc: Loc,
-    pub pos: Pos,
     pub message: String,
     pub help: Vec<String>,
 }
 
 impl Diagnostic {
     pub fn new(loc: impl Into<Loc>, message: impl Into<String>) -> Self {
-        let loc = loc.into();
-        let pos = match loc {
-            Loc::File(pos) => pos,
-            Loc::Span(_) => Pos::line_col(0, 0),
-        };
         Diagnostic {
-            loc,
-            pos,
+            loc: loc.into(),
             message: message.into(),
             help: Vec::new(),
+        }
+    }
+
+    /// The position in the spec file (DSL tokens sort first, at 0:0).
+    pub fn pos(&self) -> Pos {
+        match self.loc {
+            Loc::File(pos) => pos,
+            Loc::Span(_) => Pos::line_col(0, 0),
         }
     }
 
@@ -177,7 +178,7 @@ impl Diagnostics {
         file: Option<&SourceFile>,
         spec_span: Span,
     ) -> TokenStream {
-        errors.sort_by_key(|d| d.pos);
+        errors.sort_by_key(Diagnostic::pos);
         errors
             .iter()
             .map(|d| {

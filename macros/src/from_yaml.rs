@@ -441,7 +441,7 @@ mod tests {
         let (_, mut errors) = read_str(
             "phases:\n  Pending: { intial: true, terminal: yes }\ntransition: []\nfinalizer: [a]\n",
         );
-        errors.sort_by_key(|e| e.pos);
+        errors.sort_by_key(Diagnostic::pos);
         let messages: Vec<_> = errors.iter().map(|e| e.message.as_str()).collect();
         assert_eq!(messages.len(), 4, "{messages:?}");
         assert!(messages[0].contains("unknown key `intial`"));

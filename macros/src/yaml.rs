@@ -227,7 +227,7 @@ mod tests {
     fn syntax_error_has_position() {
         let err = parse("phases:\n  A: {x: 1\n").unwrap_err();
         assert!(err.message.starts_with("invalid YAML"), "{}", err.message);
-        assert!(err.pos.line >= 2, "{:?}", err.pos);
+        assert!(err.pos().line >= 2, "{:?}", err.pos());
     }
 
     #[test]

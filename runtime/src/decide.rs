@@ -37,7 +37,7 @@ impl<P: Phase> Position<P> {
         let entered_at = status
             .and_then(|s| s.last_phase_transition_time.as_ref())
             .map(|t| t.0);
-        let initial = P::from_index(P::MACHINE.initial).expect("the initial phase is declared");
+        let initial = P::initial();
         match &stored {
             Some(PhaseValue::Known(phase)) => Position {
                 phase: *phase,

@@ -112,6 +112,11 @@ pub trait Phase: Copy + Eq + Ord + Hash + Debug + Display + Send + Sync + Unpin 
     fn from_index(index: usize) -> Option<Self>;
     /// Whether the spec declares the edge `self -> to` (a constant bit-matrix lookup).
     fn can_transition_to(self, to: Self) -> bool;
+    /// The initial phase.
+    fn initial() -> Self {
+        Self::from_index(Self::MACHINE.initial)
+            .expect("the generated initial index is a declared phase")
+    }
     /// The phase name.
     fn name(self) -> &'static str {
         Self::MACHINE.phases[self.index()].name

@@ -410,9 +410,7 @@ where
         transition: &Transition<K::Phase>,
     ) -> Result<(), ReconcileError> {
         // A new object starts in the initial phase: its first move reads `Pending → X`.
-        let initial = K::Phase::from_index(K::machine().initial)
-            .map(|p| p.name())
-            .unwrap_or_default();
+        let initial = K::Phase::initial().name();
         let (from, to) = (
             transition.from.as_ref().map_or(initial, PhaseValue::as_str),
             transition.to.name(),

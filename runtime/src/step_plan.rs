@@ -135,7 +135,7 @@ pub fn legal_over<P: Phase>(stored: Option<&PhaseValue<P>>, to: P) -> bool {
         Some(PhaseValue::Known(from)) => *from == to || from.can_transition_to(to),
         // A new object (or drift) may take the initial phase or one of its direct successors.
         _ => {
-            let initial = P::from_index(P::MACHINE.initial).expect("initial phase");
+            let initial = P::initial();
             initial == to || initial.can_transition_to(to)
         }
     }
