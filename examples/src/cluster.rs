@@ -9,7 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::{Api, Client, CustomResourceExt, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 
 use crate::BoxError;
 use crate::database::{Database, DatabaseSpec, child_selector};
@@ -17,7 +17,7 @@ use crate::database::{Database, DatabaseSpec, child_selector};
 /// Creates the Database CRD, or replaces it if it exists, and waits until it is Established.
 pub async fn install_crd(client: &Client) -> Result<(), BoxError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crd = Database::crd();
+    let mut crd = crate::database::crd();
     let name = crd.name_any();
     match crds.create(&PostParams::default(), &crd).await {
         Ok(_) => {}

@@ -53,19 +53,6 @@ pub fn child_selector() -> String {
     status = "DatabaseStatus",
     shortname = "db"
 )]
-// clippy's `duplicated_attributes` misreads the repeated `type_ = "string"` of two columns.
-#[allow(clippy::duplicated_attributes)]
-#[kube(printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"))]
-#[kube(printcolumn(
-    name = "Available",
-    type_ = "string",
-    json_path = ".status.conditions[?(@.type==\"ServiceAvailable\")].status"
-))]
-#[kube(printcolumn(
-    name = "Age",
-    type_ = "date",
-    json_path = ".metadata.creationTimestamp"
-))]
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseSpec {
     /// The database engine version.
@@ -355,11 +342,22 @@ impl DatabaseHandler for Handlers {
     }
 }
 
+/// The Database CRD: the derived one plus the machine's CEL rules and printer columns
+/// (Phase, Ready = the ServiceAvailable condition, Age), from [`kube_fsm::crd`].
+pub fn crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    kube_fsm::crd::<Database>()
+}
+
+/// [`crd`] as YAML, for `kubectl apply -f -`.
+pub fn crd_yaml() -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(&crd())
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
 
-    use kube::CustomResourceExt;
     use kube::client::Body;
     use kube_fsm::testing;
 
@@ -505,7 +503,7 @@ mod tests {
 
     #[test]
     fn crd_has_status_subresource_and_phase_enum() {
-        let crd = serde_json::to_value(Database::crd()).expect("CRD encodes");
+        let crd = serde_json::to_value(crd()).expect("CRD encodes");
         let version = &crd["spec"]["versions"][0];
         assert!(version["subresources"]["status"].is_object());
         assert_eq!(
@@ -516,6 +514,23 @@ mod tests {
         assert_eq!(
             child_selector(),
             "app.kubernetes.io/managed-by=kube-fsm-examples"
+        );
+    }
+
+    /// `crd` prints exactly the checked-in `examples/snapshots/database-crd.yaml`
+    /// (`UPDATE_SNAPSHOTS=1` rewrites it after a deliberate change).
+    #[test]
+    fn crd_yaml_matches_the_snapshot() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/database-crd.yaml");
+        let yaml = crd_yaml().expect("CRD encodes");
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(&path, &yaml).expect("snapshot written");
+        }
+        let snapshot = std::fs::read_to_string(&path).expect("snapshot exists");
+        assert_eq!(
+            yaml, snapshot,
+            "the CRD changed; rerun with UPDATE_SNAPSHOTS=1 if on purpose"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! kube-fsm example operator: a `Database` custom resource driven by `specs/database.yaml`.
 //!
 //! ```text
-//! kube-fsm-examples crd                      print the CRD (JSON, which is also YAML)
+//! kube-fsm-examples crd                      print the CRD as YAML (with the CEL rules and columns)
 //! kube-fsm-examples diagram [--dot]          print the machine as Mermaid (or Graphviz DOT)
 //! kube-fsm-examples run [--namespace NS]     run the operator until Ctrl-C / SIGTERM
 //! kube-fsm-examples demo [--objects N] [--namespace NS] [--timeout SECS] [--keep]
@@ -20,8 +20,6 @@ mod tracker;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kube::CustomResourceExt;
-
 /// The error type of the subcommands.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -30,7 +28,8 @@ kube-fsm example operator: a Database custom resource driven by specs/database.y
 
 usage:
   kube-fsm-examples crd
-      print the CustomResourceDefinition (JSON, which kubectl apply -f - accepts)
+      print the CustomResourceDefinition as YAML: the derived CRD plus the machine's CEL
+      rules on status.phase and the Phase, Ready and Age columns (kubectl apply -f -)
   kube-fsm-examples diagram [--dot]
       print the Database state machine as a Mermaid state diagram (or Graphviz DOT)
   kube-fsm-examples run [--namespace NS]
@@ -164,9 +163,9 @@ async fn main() -> ExitCode {
         }
     };
     let result = match command {
-        Command::Crd => match serde_json::to_string_pretty(&database::Database::crd()) {
-            Ok(json) => {
-                println!("{json}");
+        Command::Crd => match database::crd_yaml() {
+            Ok(yaml) => {
+                print!("{yaml}");
                 Ok(ExitCode::SUCCESS)
             }
             Err(err) => Err(err.into()),

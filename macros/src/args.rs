@@ -13,7 +13,7 @@ pub enum SpecSource {
     /// `spec = "specs/x.yaml"`, relative to the crate's `CARGO_MANIFEST_DIR`.
     File(LitStr),
     /// The inline DSL.
-    Inline(RawSpec),
+    Inline(Box<RawSpec>),
 }
 
 /// Everything `#[state_machine(...)]` accepts.
@@ -71,7 +71,7 @@ impl Args {
                 ));
             }
             (Some(file), None) => SpecSource::File(file),
-            (None, Some(_)) => SpecSource::Inline(inline),
+            (None, Some(_)) => SpecSource::Inline(Box::new(inline)),
             (None, None) => {
                 return Err(syn::Error::new(
                     span,

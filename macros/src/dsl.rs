@@ -6,6 +6,8 @@
 //! events(Accept(description = "...")),               // optional
 //! transitions(Pending -> Provisioning on Accept, [A, B] -> Failed when PodsReady && !Synced),
 //! finalizer = "example.com/cleanup",
+//! ready = PodsReady,                                  // optional: the CRD's Ready column
+//! drift = revert,                                     // optional: adopt (default) | revert
 //! ```
 
 use proc_macro2::Span;
@@ -19,7 +21,15 @@ use crate::spec::{
 };
 
 /// The sections the DSL accepts, for "did you mean".
-pub const SECTIONS: &[&str] = &["phases", "conditions", "events", "transitions", "finalizer"];
+pub const SECTIONS: &[&str] = &[
+    "phases",
+    "conditions",
+    "events",
+    "transitions",
+    "finalizer",
+    "ready",
+    "drift",
+];
 
 fn name(ident: &Ident) -> Name {
     Name {
@@ -76,6 +86,14 @@ pub fn parse_sections(
             input.parse::<Token![=]>()?;
             spec.finalizer = Some(text(&input.parse()?));
         }
+        "ready" => {
+            input.parse::<Token![=]>()?;
+            spec.ready = Some(parse_name(input)?);
+        }
+        "drift" => {
+            input.parse::<Token![=]>()?;
+            spec.drift = Some(name(&input.parse()?));
+        }
         other => {
             let mut message = format!("unknown section `{other}` in #[state_machine]");
             if let Some(best) = crate::names::closest(other, SECTIONS.iter().copied()) {
@@ -100,6 +118,8 @@ pub fn empty(span: Span) -> RawSpec {
         events: None,
         transitions: Vec::new(),
         finalizer: None,
+        ready: None,
+        drift: None,
     }
 }
 

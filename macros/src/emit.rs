@@ -5,7 +5,7 @@
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
-use crate::model::{Machine, Trigger};
+use crate::model::{Drift, Machine, Trigger};
 use crate::names::to_snake;
 use crate::render;
 
@@ -312,6 +312,14 @@ fn machine_data(machine: &Machine, target: &Target<'_>) -> TokenStream {
     };
     let mermaid = render::mermaid(machine);
     let dot = render::dot(machine, &kind);
+    let ready = match machine.ready {
+        Some(i) => quote!(::core::option::Option::Some(#i)),
+        None => quote!(::core::option::Option::None),
+    };
+    let drift = match machine.drift {
+        Drift::Adopt => quote!(::kube_fsm::machine::DriftPolicy::Adopt),
+        Drift::Revert => quote!(::kube_fsm::machine::DriftPolicy::Revert),
+    };
     let cel_phase_rule = render::cel_transition_rule(machine);
     let cel_first_phase_rule = render::cel_first_phase_rule(machine);
     let source = target.source;
@@ -324,6 +332,8 @@ fn machine_data(machine: &Machine, target: &Target<'_>) -> TokenStream {
             edges: &[#(#edges),*],
             initial: #initial,
             finalizer: #finalizer,
+            ready: #ready,
+            drift: #drift,
             mermaid: #mermaid,
             dot: #dot,
             cel_phase_rule: #cel_phase_rule,

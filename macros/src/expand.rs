@@ -72,7 +72,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     }
     let (raw, source_name) = match &args.source {
-        SpecSource::Inline(raw) => (Some(raw), "inline".to_owned()),
+        SpecSource::Inline(raw) => (Some(raw.as_ref()), "inline".to_owned()),
         SpecSource::File(lit) => (from_file.as_ref(), lit.value()),
     };
     let machine = raw.map(|raw| validate::validate(raw, &mut diags));
@@ -236,6 +236,7 @@ mod tests {
             [Provisioning, Running, Degraded] -> Failed on Fail,
         ),
         finalizer = "example.com/cleanup",
+        ready = ServiceAvailable,
     "#;
 
     fn machine_from_yaml(path: &str) -> crate::model::Machine {

@@ -7,7 +7,15 @@ use crate::spec::{
 };
 use crate::yaml::{Node, Value};
 
-const TOP_KEYS: &[&str] = &["phases", "conditions", "events", "transitions", "finalizer"];
+const TOP_KEYS: &[&str] = &[
+    "phases",
+    "conditions",
+    "events",
+    "transitions",
+    "finalizer",
+    "ready",
+    "drift",
+];
 const PHASE_KEYS: &[&str] = &[
     "initial",
     "terminal",
@@ -39,6 +47,8 @@ impl Reader<'_> {
             events: None,
             transitions: Vec::new(),
             finalizer: None,
+            ready: None,
+            drift: None,
         };
         let Some(entries) = self.fields(root, TOP_KEYS, "the spec") else {
             return spec;
@@ -75,6 +85,8 @@ impl Reader<'_> {
                     }
                 }
                 "finalizer" => spec.finalizer = self.string(value, "`finalizer`"),
+                "ready" => spec.ready = self.string(value, "`ready`"),
+                "drift" => spec.drift = self.string(value, "`drift`"),
                 _ => {}
             }
         }

@@ -11,6 +11,24 @@ pub struct Machine {
     pub edges: Vec<Edge>,
     pub initial: usize,
     pub finalizer: Option<String>,
+    /// Index of the condition shown as the Ready column, if any.
+    pub ready: Option<usize>,
+    pub drift: Drift,
+}
+
+/// What the controller does with a phase it did not write and that is not a legal successor
+/// of what it last wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Drift {
+    /// Continue from the observed phase (the default).
+    #[default]
+    Adopt,
+    /// Write back the phase the controller last wrote.
+    Revert,
+}
+
+impl Drift {
+    pub const NAMES: &[&str] = &["adopt", "revert"];
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

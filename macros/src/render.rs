@@ -111,43 +111,56 @@ pub fn dot(machine: &Machine, kind: &str) -> String {
     out
 }
 
-/// The CEL rule on `status.phase`: stay, or move along a declared edge.
+/// The CEL rule on `status.phase`: stay, move along a declared edge, or leave a value the spec
+/// does not declare (a phase of an older spec must not trap the object).
 pub fn cel_transition_rule(machine: &Machine) -> String {
     let mut rule = String::from("self == oldSelf");
     for (from, phase) in machine.phases.iter().enumerate() {
-        let targets: Vec<String> = machine
-            .targets(from)
-            .into_iter()
-            .filter(|&to| to != from)
-            .map(|to| format!("'{}'", machine.phases[to].name))
-            .collect();
+        let targets = quoted(
+            machine
+                .targets(from)
+                .into_iter()
+                .filter(|&to| to != from)
+                .map(|to| machine.phases[to].name.as_str()),
+        );
         if !targets.is_empty() {
             let _ = write!(
                 rule,
-                " || (oldSelf == '{}' && self in [{}])",
-                phase.name,
-                targets.join(", ")
+                " || (oldSelf == '{}' && self in [{targets}])",
+                phase.name
             );
         }
     }
+    let all = quoted(machine.phases.iter().map(|p| p.name.as_str()));
+    let _ = write!(rule, " || !(oldSelf in [{all}])");
     rule
 }
 
-/// The CEL rule (with `optionalOldSelf`) that the first phase written is the initial phase or
-/// one of its direct successors.
+/// `'A', 'B'`: phase names as a CEL list's items (names are identifiers: nothing to escape).
+fn quoted<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The CEL rule on the object that the first phase written is the initial phase or one of its
+/// direct successors. It sits on the root, which exists on both sides of every update, so it
+/// needs no `optionalOldSelf` whether or not the old object had a status.
 pub fn cel_first_phase_rule(machine: &Machine) -> String {
-    let mut allowed = vec![machine.initial];
-    allowed.extend(
-        machine
-            .targets(machine.initial)
-            .into_iter()
-            .filter(|&t| t != machine.initial),
+    let successors = machine
+        .targets(machine.initial)
+        .into_iter()
+        .filter(|&t| t != machine.initial);
+    let allowed = quoted(
+        std::iter::once(machine.initial)
+            .chain(successors)
+            .map(|i| machine.phases[i].name.as_str()),
     );
-    let names: Vec<String> = allowed
-        .iter()
-        .map(|&i| format!("'{}'", machine.phases[i].name))
-        .collect();
-    format!("oldSelf.hasValue() || self in [{}]", names.join(", "))
+    format!(
+        "!has(self.status) || !has(self.status.phase) || \
+         (has(oldSelf.status) && has(oldSelf.status.phase)) || self.status.phase in [{allowed}]"
+    )
 }
 
 /// `600000` → `10m`, `5400000` → `1h30m`, `1500` → `1s500ms`.
@@ -180,11 +193,13 @@ mod tests {
         );
         assert_eq!(
             cel_transition_rule(&machine),
-            "self == oldSelf || (oldSelf == 'Pending' && self in ['Running', 'Done']) || (oldSelf == 'Running' && self in ['Done'])"
+            "self == oldSelf || (oldSelf == 'Pending' && self in ['Running', 'Done']) || (oldSelf == 'Running' && self in ['Done']) || !(oldSelf in ['Pending', 'Running', 'Done'])"
         );
         assert_eq!(
             cel_first_phase_rule(&machine),
-            "oldSelf.hasValue() || self in ['Pending', 'Running', 'Done']"
+            "!has(self.status) || !has(self.status.phase) || \
+             (has(oldSelf.status) && has(oldSelf.status.phase)) || \
+             self.status.phase in ['Pending', 'Running', 'Done']"
         );
     }
 

@@ -24,6 +24,10 @@ pub struct RawSpec {
     pub events: Option<Vec<RawEvent>>,
     pub transitions: Vec<RawTransition>,
     pub finalizer: Option<Text>,
+    /// The condition shown as the CRD's Ready column (default: a condition named `Ready`).
+    pub ready: Option<Name>,
+    /// What the controller does when it finds a phase it did not write: `adopt` or `revert`.
+    pub drift: Option<Text>,
 }
 
 #[derive(Debug)]

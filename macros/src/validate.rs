@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::diag::{Diagnostic, Diagnostics, Loc};
-use crate::model::{Condition, Edge, Event, Machine, Phase, Timeout, Trigger};
+use crate::model::{Condition, Drift, Edge, Event, Machine, Phase, Timeout, Trigger};
 use crate::names;
 use crate::spec::{Name, RawSpec, RawTransition};
 
@@ -31,6 +31,8 @@ pub fn validate(spec: &RawSpec, diags: &mut Diagnostics) -> Machine {
     let names_resolved = read_cleanly && v.diags.len() == resolved_before;
     let timeouts = v.timeouts(&phases, &edges);
     let finalizer = v.finalizer();
+    let ready = v.ready();
+    let drift = v.drift();
     let errors_before_initial = v.diags.len();
     let initial = v.initial();
     // With two initial phases, reachability from "the" initial phase is meaningless.
@@ -50,6 +52,8 @@ pub fn validate(spec: &RawSpec, diags: &mut Diagnostics) -> Machine {
         edges: edges.into_iter().map(|(edge, _)| edge).collect(),
         initial,
         finalizer,
+        ready,
+        drift,
     }
 }
 
@@ -286,7 +290,7 @@ impl<'a> Validator<'a> {
         None
     }
 
-    fn condition(&mut self, name: &Name) -> Option<usize> {
+    fn condition(&mut self, name: &Name, role: &str) -> Option<usize> {
         if let Some(&i) = self.condition_index.get(&name.text) {
             return Some(i);
         }
@@ -298,7 +302,7 @@ impl<'a> Validator<'a> {
             .collect();
         let mut d = Diagnostic::new(
             name.loc,
-            format!("unknown condition `{}` in `when`", name.text),
+            format!("unknown condition `{}` {role}", name.text),
         )
         .suggest(&name.text, declared.iter().copied());
         d = if declared.is_empty() {
@@ -412,7 +416,7 @@ impl<'a> Validator<'a> {
         let mut requirements: Vec<(usize, bool)> = Vec::new();
         let mut ok = true;
         for req in &t.when {
-            let Some(c) = self.condition(&req.condition) else {
+            let Some(c) = self.condition(&req.condition, "in `when`") else {
                 ok = false;
                 continue;
             };
@@ -570,6 +574,35 @@ impl<'a> Validator<'a> {
             );
         }
         Some(f.text.clone())
+    }
+
+    /// The Ready column's condition: the one `ready:` names, else a condition named `Ready`.
+    fn ready(&mut self) -> Option<usize> {
+        match &self.spec.ready {
+            Some(name) => self.condition(name, "in `ready`"),
+            None => self.condition_index.get("Ready").copied(),
+        }
+    }
+
+    fn drift(&mut self) -> Drift {
+        let Some(policy) = &self.spec.drift else {
+            return Drift::default();
+        };
+        match policy.text.as_str() {
+            "adopt" => Drift::Adopt,
+            "revert" => Drift::Revert,
+            other => {
+                self.diags.push(
+                    Diagnostic::new(policy.loc, format!("unknown drift policy `{other}`"))
+                        .suggest(other, Drift::NAMES.iter().copied())
+                        .help(
+                            "`drift` is `adopt` (continue from the phase found, the default) \
+                             or `revert` (write back the phase the controller last wrote)",
+                        ),
+                );
+                Drift::default()
+            }
+        }
     }
 
     fn graph(&mut self, phases: &[Phase], edges: &[(Edge, &RawTransition)], initial: usize) {
@@ -838,5 +871,30 @@ mod machine_tests {
         let (_, errors) = check("phases(A(initial), B, C(terminal)), transitions(A -> C)");
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(errors[0].contains("unreachable") && errors[1].contains("no transition out"));
+    }
+
+    #[test]
+    fn ready_defaults_to_a_condition_named_ready_and_must_be_declared() {
+        let machine = |dsl| check(dsl).0;
+        assert_eq!(
+            machine("phases(A(initial), B(terminal)), conditions(X, Ready), transitions(A -> B)")
+                .ready,
+            Some(1)
+        );
+        let (m, errors) = check(
+            "phases(A(initial), B(terminal)), conditions(Synced), transitions(A -> B), \
+             ready = Sinced, drift = revrt",
+        );
+        assert_eq!(m.ready, None);
+        assert_eq!(m.drift, Drift::Adopt);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].contains("unknown condition `Sinced` in `ready`"));
+        assert!(errors[1].contains("unknown drift policy `revrt`"));
+        let (m, errors) = check(
+            "phases(A(initial), B(terminal)), conditions(Synced), transitions(A -> B), \
+             ready = Synced, drift = revert",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!((m.ready, m.drift), (Some(0), Drift::Revert));
     }
 }

@@ -34,6 +34,7 @@
 pub mod backoff;
 pub mod conditions;
 pub mod controller;
+pub mod crd;
 pub mod decide;
 pub mod machine;
 pub mod next;
@@ -45,8 +46,9 @@ pub mod step_plan;
 pub mod testing;
 
 pub use controller::{Operator, owner_reference};
+pub use crd::crd;
 pub use kube_fsm_macros::state_machine;
-pub use machine::{ConditionType, MachineData, Phase, StateMachine};
+pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, StateMachine};
 pub use next::{Choice, Cleanup, Next, Verdict};
 pub use status::{MachineStatus, PhaseValue};
 pub use step::Step;

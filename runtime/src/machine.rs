@@ -23,17 +23,38 @@ pub struct MachineData {
     pub initial: usize,
     /// The finalizer that guards deletion, when the spec has one.
     pub finalizer: Option<&'static str>,
+    /// Index into [`MachineData::conditions`] of the condition shown as the CRD's Ready column:
+    /// the spec's `ready:`, else a condition named `Ready`, else none.
+    pub ready: Option<usize>,
+    /// What the controller does with a phase it finds but did not write (the spec's `drift:`).
+    pub drift: DriftPolicy,
     /// The machine as a Mermaid `stateDiagram-v2`.
     pub mermaid: &'static str,
     /// The machine as a Graphviz DOT digraph.
     pub dot: &'static str,
     /// The CEL rule for `status.phase`: stay, or move along a declared edge.
     pub cel_phase_rule: &'static str,
-    /// The CEL rule (with `optionalOldSelf`) that the first phase written is the initial phase
-    /// or one of its direct successors.
+    /// The CEL rule on the object (root) that the first phase written is the initial phase or
+    /// one of its direct successors.
     pub cel_first_phase_rule: &'static str,
     /// Where the spec came from: the spec file's path, or `inline`.
     pub source: &'static str,
+}
+
+/// What the controller does when it finds a stored phase it did not write that is not a legal
+/// successor of the phase it last wrote (a hand edit, or another writer), or a phase the spec
+/// does not declare at all. Either way it counts `kube_fsm_drift_total` and emits a Warning
+/// Event `PhaseDrift`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DriftPolicy {
+    /// Continue from the phase found (the default): the controller never itself writes a move
+    /// that is not an edge, and a deliberate edit by a human is not fought.
+    #[default]
+    Adopt,
+    /// Write back the phase the controller last wrote, so the controller stays the only one
+    /// that moves the phase. If the API server refuses the write (its CEL rule forbids the way
+    /// back), the phase found is adopted instead.
+    Revert,
 }
 
 /// One phase of a machine.

@@ -17,7 +17,8 @@ use crate::machine::Phase;
 #[serde(bound(serialize = "P: Phase", deserialize = "P: Phase"))]
 #[schemars(bound = "P: JsonSchema")]
 pub struct MachineStatus<P> {
-    /// The current phase. A value that is not a declared phase still decodes (see [`PhaseValue`]).
+    /// The current phase of the state machine.
+    // (A value that is not a declared phase still decodes: see `PhaseValue`.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "P")]
     pub phase: Option<PhaseValue<P>>,

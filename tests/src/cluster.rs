@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ObjectMeta, PostParams};
-use kube::{Api, Client, CustomResourceExt};
+use kube::{Api, Client};
 use tokio::sync::OnceCell;
 
 /// A client for the test cluster, or `None` (after a loud message) when there is none and the
@@ -48,9 +48,9 @@ pub async fn install_crds(client: &Client) {
     CRDS.get_or_init(|| async {
         let api: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in [
-            crate::resources::Database::crd(),
-            crate::resources::Pipeline::crd(),
-            crate::resources::Timer::crd(),
+            kube_fsm::crd::<crate::resources::Database>(),
+            kube_fsm::crd::<crate::resources::Pipeline>(),
+            kube_fsm::crd::<crate::resources::Timer>(),
         ] {
             let name = crd.metadata.name.clone().expect("crd name");
             match api.create(&PostParams::default(), &crd).await {

@@ -59,6 +59,7 @@ pub mod resources {
             [Provisioning, Running, Degraded] -> Failed on Fail,
         ),
         finalizer = "example.com/cleanup",
+        ready = ServiceAvailable,
     )]
     #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
     #[kube(

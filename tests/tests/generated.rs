@@ -145,12 +145,19 @@ fn machine_data_describes_the_spec() {
     assert_eq!(<Database as StateMachine>::machine().kind, "Database");
     assert_eq!(
         m.cel_phase_rule,
-        "self == oldSelf || (oldSelf == 'Pending' && self in ['Provisioning']) || (oldSelf == 'Provisioning' && self in ['Running', 'Failed']) || (oldSelf == 'Running' && self in ['Degraded', 'Failed']) || (oldSelf == 'Degraded' && self in ['Running', 'Failed'])"
+        "self == oldSelf || (oldSelf == 'Pending' && self in ['Provisioning']) || (oldSelf == 'Provisioning' && self in ['Running', 'Failed']) || (oldSelf == 'Running' && self in ['Degraded', 'Failed']) || (oldSelf == 'Degraded' && self in ['Running', 'Failed']) || !(oldSelf in ['Pending', 'Provisioning', 'Running', 'Degraded', 'Failed'])"
     );
     assert_eq!(
         m.cel_first_phase_rule,
-        "oldSelf.hasValue() || self in ['Pending', 'Provisioning']"
+        "!has(self.status) || !has(self.status.phase) || \
+         (has(oldSelf.status) && has(oldSelf.status.phase)) || \
+         self.status.phase in ['Pending', 'Provisioning']"
     );
+    assert_eq!(
+        m.conditions[m.ready.expect("ready: ServiceAvailable")].name,
+        "ServiceAvailable"
+    );
+    assert_eq!(m.drift, kube_fsm::DriftPolicy::Adopt);
 }
 
 #[test]

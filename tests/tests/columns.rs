@@ -1,0 +1,63 @@
+//! What `kubectl get` shows for a machine's resource: the API server's own Table rendering
+//! (the request kubectl makes) of the CRD from `kube_fsm::crd`, on the real API server.
+
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube_fsm_tests::cluster;
+use kube_fsm_tests::resources::{Database, DatabaseSpec};
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn kubectl_get_shows_phase_and_ready_columns() {
+    let Some(client) = cluster::client("kubectl_get_shows_phase_and_ready_columns").await else {
+        return;
+    };
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, "fsm-columns").await;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    api.create(
+        &PostParams::default(),
+        &Database::new(
+            "db",
+            DatabaseSpec {
+                version: "16".into(),
+            },
+        ),
+    )
+    .await
+    .expect("create");
+    let status = json!({ "status": {
+        "phase": "Running",
+        "conditions": [{
+            "type": "ServiceAvailable", "status": "True", "reason": "Answers", "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }],
+    }});
+    api.patch_status("db", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("status");
+
+    let request = http::Request::get(format!(
+        "/apis/fsm.example.com/v1/namespaces/{ns}/databases"
+    ))
+    .header(
+        "Accept",
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    )
+    .body(Vec::new())
+    .expect("request");
+    let table: Value =
+        serde_json::from_str(&client.request_text(request).await.expect("table")).expect("json");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .expect("a Table")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(columns, ["Name", "Phase", "Ready", "Age"]);
+    let cells = &table["rows"][0]["cells"];
+    assert_eq!(
+        (&cells[0], &cells[1], &cells[2]),
+        (&json!("db"), &json!("Running"), &json!("True"))
+    );
+}

@@ -1,0 +1,171 @@
+//! The CRD helper: the CEL rules on `status.phase`, checked client-side (kube's `cel`) for every
+//! legal and illegal pair of phases of the example specs, and the printer columns.
+
+use kube_fsm::crd::{CrdError, validate_update};
+use kube_fsm::{MachineStatus, Phase, PhaseValue, StateMachine};
+use kube_fsm_tests::resources::{
+    Database, DatabasePhase, DatabaseSpec, DatabaseStatus, Pipeline, PipelinePhase, PipelineSpec,
+    PipelineStatus,
+};
+
+fn database(phase: Option<PhaseValue<DatabasePhase>>) -> Database {
+    let mut db = Database::new("db", DatabaseSpec::default());
+    db.status = Some(DatabaseStatus {
+        machine: MachineStatus {
+            phase,
+            ..MachineStatus::default()
+        },
+        endpoint: None,
+    });
+    db
+}
+
+fn pipeline(phase: Option<PhaseValue<PipelinePhase>>) -> Pipeline {
+    let mut run = Pipeline::new("run", PipelineSpec::default());
+    run.status = Some(PipelineStatus {
+        machine: MachineStatus {
+            phase,
+            ..MachineStatus::default()
+        },
+    });
+    run
+}
+
+/// Every ordered pair of phases: the update passes exactly when it stays or follows an edge,
+/// and a refusal names both phases with reason `FieldValueForbidden`.
+fn every_pair<K, P>(object: impl Fn(Option<PhaseValue<P>>) -> K) -> (usize, usize)
+where
+    K: kube::CustomResourceExt + StateMachine<Phase = P> + serde::Serialize,
+    P: Phase,
+{
+    let phases: Vec<P> = (0..P::MACHINE.phases.len())
+        .filter_map(P::from_index)
+        .collect();
+    let (mut legal, mut illegal) = (0, 0);
+    for &from in &phases {
+        for &to in &phases {
+            let result = validate_update(
+                &object(Some(PhaseValue::Known(to))),
+                &object(Some(PhaseValue::Known(from))),
+            );
+            if from == to || from.can_transition_to(to) {
+                legal += 1;
+                assert!(result.is_ok(), "{from} -> {to} is an edge: {result:?}");
+            } else {
+                illegal += 1;
+                let Err(CrdError::Rejected(errors)) = result else {
+                    panic!("{from} -> {to} is not an edge, yet it passed: {result:?}");
+                };
+                assert_eq!(errors.len(), 1, "{errors:?}");
+                let message = errors[0].to_string();
+                assert!(
+                    message.contains(&format!("cannot move from {from} to {to}")),
+                    "{message}"
+                );
+                assert_eq!(errors[0].reason.as_deref(), Some("FieldValueForbidden"));
+            }
+        }
+    }
+    (legal, illegal)
+}
+
+#[test]
+fn every_legal_pair_passes_and_every_illegal_pair_is_refused() {
+    assert_eq!(every_pair(database), (5 + 7, 25 - 12));
+    assert_eq!(every_pair(pipeline), (4 + 4, 16 - 8));
+}
+
+#[test]
+fn pending_to_succeeded_is_refused_with_both_phases_named() {
+    let result = validate_update(
+        &pipeline(Some(PhaseValue::Known(PipelinePhase::Succeeded))),
+        &pipeline(Some(PhaseValue::Known(PipelinePhase::Pending))),
+    );
+    let Err(err) = result else {
+        panic!("Pending -> Succeeded passed")
+    };
+    assert_eq!(
+        err.to_string(),
+        "status.phase: cannot move from Pending to Succeeded: \
+         the Pipeline state machine has no such transition"
+    );
+}
+
+#[test]
+fn the_first_phase_is_the_initial_one_or_a_direct_successor() {
+    let initial = DatabasePhase::initial();
+    let mut no_status = database(None);
+    no_status.status = None;
+    for (phase, old) in DatabasePhase::ALL
+        .into_iter()
+        .flat_map(|p| [(p, database(None)), (p, no_status.clone())])
+    {
+        let result = validate_update(&database(Some(PhaseValue::Known(phase))), &old);
+        if phase == initial || initial.can_transition_to(phase) {
+            assert!(result.is_ok(), "first phase {phase}: {result:?}");
+        } else {
+            let message = result.expect_err("refused").to_string();
+            assert!(
+                message.contains(&format!(
+                    "the first phase must be Pending or one of its successors (Provisioning), not {phase}"
+                )),
+                "{message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_phase_the_spec_does_not_declare_may_be_left_for_any_phase() {
+    for phase in DatabasePhase::ALL {
+        let result = validate_update(
+            &database(Some(PhaseValue::Known(phase))),
+            &database(Some(PhaseValue::Unknown("Archived".into()))),
+        );
+        assert!(result.is_ok(), "Archived -> {phase}: {result:?}");
+    }
+}
+
+#[test]
+fn the_phase_cannot_be_removed_once_set() {
+    let result = validate_update(
+        &database(None),
+        &database(Some(PhaseValue::Known(DatabasePhase::Running))),
+    );
+    let message = result.expect_err("refused").to_string();
+    assert!(
+        message.contains("status.phase cannot be removed once set"),
+        "{message}"
+    );
+}
+
+#[test]
+fn printer_columns_show_phase_ready_and_age() {
+    let crd = kube_fsm::crd::<Database>();
+    let columns: Vec<(&str, &str)> = crd.spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.json_path.as_str()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Phase", ".status.phase"),
+            (
+                "Ready",
+                ".status.conditions[?(@.type==\"ServiceAvailable\")].status"
+            ),
+            ("Age", ".metadata.creationTimestamp"),
+        ]
+    );
+    // Pipeline declares no Ready condition and names none: no column that would stay empty.
+    let crd = kube_fsm::crd::<Pipeline>();
+    let names: Vec<&str> = crd.spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["Phase", "Age"]);
+}
