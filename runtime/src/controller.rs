@@ -1,20 +1,27 @@
 //! A builder over kube's `Controller`: scope, watcher config, owned children, concurrency,
-//! graceful shutdown, and the engine's per-object backoff.
+//! graceful shutdown, the engine's per-object backoff, metrics and leader election.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::future::Shared;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, controller, watcher};
 use kube::{Client, Resource};
+use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
 
 use crate::backoff::Backoff;
+use crate::leader::LeaderElection;
+use crate::metrics::{Metrics, ObjectsCollector};
 use crate::reconcile::{Engine, EngineConfig, Reconciled};
 use crate::scope::ScopedApi;
+
+type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
 
 type Wiring<K> = Box<dyn FnOnce(Controller<K>, &Client, Option<&str>) -> Controller<K> + Send>;
 
@@ -38,6 +45,9 @@ pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 's
     config: EngineConfig,
     wiring: Vec<Wiring<K>>,
     shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
+    metrics: Arc<Metrics>,
+    store: Arc<OnceLock<Store<K>>>,
+    leader: Option<LeaderElection>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> std::fmt::Debug
@@ -69,6 +79,9 @@ where
             config: EngineConfig::default(),
             wiring: Vec::new(),
             shutdown: None,
+            metrics: Arc::new(Metrics::new::<K>()),
+            store: Arc::new(OnceLock::new()),
+            leader: None,
         }
     }
 
@@ -114,6 +127,33 @@ where
         self
     }
 
+    /// The field manager of every write (default `kube-fsm`): `metadata.managedFields` then
+    /// names this controller as the writer of the status.
+    #[must_use]
+    pub fn field_manager(mut self, name: impl Into<String>) -> Self {
+        self.config.field_manager = name.into();
+        self
+    }
+
+    /// Registers the controller's metrics (see [`crate::metrics`]) in `registry`.
+    #[must_use]
+    pub fn metrics(self, registry: &mut Registry) -> Self {
+        self.metrics.register(registry);
+        registry.register_collector(Box::new(ObjectsCollector {
+            store: self.store.clone(),
+        }));
+        self
+    }
+
+    /// Reconcile only while holding the Lease `election` names (see [`LeaderElection`]).
+    /// Replicas that do not hold it wait; `run` returns when leadership is lost, so exit the
+    /// process and let Kubernetes restart it, as controller-runtime's manager does.
+    #[must_use]
+    pub fn leader_election(mut self, election: LeaderElection) -> Self {
+        self.leader = Some(election);
+        self
+    }
+
     /// Reconcile the owner when a child of type `C` it controls changes (set the child's
     /// controller reference with [`owner_reference`]).
     #[must_use]
@@ -142,9 +182,29 @@ where
         self
     }
 
-    /// Runs until shutdown.
-    pub async fn run(self) {
-        let (controller, engine) = self.build();
+    /// Runs until shutdown (or, with leader election, until leadership is lost).
+    pub async fn run(mut self) {
+        let signal: Signal = self
+            .shutdown
+            .take()
+            .unwrap_or_else(|| Box::pin(termination()))
+            .shared();
+        match self.leader.take() {
+            None => self.run_controller(signal).await,
+            Some(election) => {
+                let client = self.client.clone();
+                election
+                    .lead(client, signal.clone(), |lost| async move {
+                        let stop = futures::future::select(signal, lost).map(|_| ());
+                        self.run_controller(stop).await;
+                    })
+                    .await;
+            }
+        }
+    }
+
+    async fn run_controller(self, stop: impl Future<Output = ()> + Send + Sync + 'static) {
+        let (controller, engine) = self.build(stop);
         controller
             .run(Engine::reconcile, Engine::error_policy, engine)
             .for_each(|result| async move {
@@ -155,7 +215,10 @@ where
             .await;
     }
 
-    fn build(self) -> (Controller<K>, Arc<Engine<K, H>>) {
+    fn build(
+        self,
+        stop: impl Future<Output = ()> + Send + Sync + 'static,
+    ) -> (Controller<K>, Arc<Engine<K, H>>) {
         let namespace = self.namespace.as_deref();
         let api = K::Scope::api::<K>(self.client.clone(), namespace);
         let mut controller = Controller::new(api, self.watcher)
@@ -163,13 +226,31 @@ where
         for wire in self.wiring {
             controller = wire(controller, &self.client, namespace);
         }
-        controller = match self.shutdown {
-            Some(signal) => controller.graceful_shutdown_on(signal),
-            None => controller.shutdown_on_signal(),
-        };
-        let engine = Engine::new(self.client, self.namespace, self.handler, self.config);
+        let _ = self.store.set(controller.store());
+        let controller = controller.graceful_shutdown_on(stop);
+        let engine = Engine::new(
+            self.client,
+            self.namespace,
+            self.handler,
+            self.config,
+            self.metrics,
+        );
         (controller, Arc::new(engine))
     }
+}
+
+/// SIGTERM or Ctrl-C.
+async fn termination() {
+    #[cfg(unix)]
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        return;
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// The controller ownerReference making `owner` own a child (set it on the child's

@@ -1,11 +1,13 @@
-//! One reconcile of one object against the API server (DESIGN §4): finalizer, the step, one
-//! resourceVersion-locked status write when something changed, conflict recovery, Events.
+//! One reconcile of one object against the API server (DESIGN §4): finalizer, drift, the step,
+//! one resourceVersion-locked status write when something changed, conflict recovery, Events,
+//! metrics and a tracing span.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -14,12 +16,15 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tracing::Instrument;
 
 use crate::Dispatch;
 use crate::backoff::{Backoff, FailureCounts};
 use crate::decide::{IllegalTransition, Transition};
+use crate::drift::{Drift, Remedy};
+use crate::finalizer::Gate;
 use crate::machine::Phase;
-use crate::next::Cleanup;
+use crate::metrics::{Metrics, ReconcileResult};
 use crate::scope::ScopedApi;
 use crate::status::PhaseValue;
 use crate::step_plan::{self, Plan, StepError};
@@ -94,6 +99,8 @@ pub struct EngineConfig {
     pub backoff: Backoff,
     /// The reporting controller name on Events.
     pub reporter: String,
+    /// The field manager of every write (`metadata.managedFields` names who wrote what).
+    pub field_manager: String,
 }
 
 impl Default for EngineConfig {
@@ -102,26 +109,34 @@ impl Default for EngineConfig {
             max_conflict_retries: 3,
             backoff: Backoff::default(),
             reporter: "kube-fsm".into(),
+            field_manager: "kube-fsm".into(),
         }
     }
 }
 
+/// When to look at an object again: after a delay, or on its next change (`None`).
+type Requeue = Option<Duration>;
+
 /// The shared state of a running controller: the handler, the client and what the engine
 /// remembers between reconciles.
-pub struct Engine<K: Resource<DynamicType = ()>, H> {
+pub struct Engine<K: Resource<DynamicType = ()> + crate::StateMachine, H> {
     client: Client,
     namespace: Option<String>,
-    handler: H,
+    pub(crate) handler: H,
     recorder: Recorder,
     config: EngineConfig,
+    metrics: Arc<Metrics>,
     /// The resourceVersions our writes were based on, per object: while the cache still shows
     /// one of them it is stale (our write has not arrived yet), and acting on it would redo the
     /// step and collide with our own write. Forgotten once the cache shows another version.
     based_on: Mutex<HashMap<ObjectRef<K>, Vec<String>>>,
+    /// The phase this controller last wrote or accepted, per object: a stored phase that is
+    /// neither it nor one of its successors is drift. Empty after a restart.
+    accepted: Mutex<HashMap<ObjectRef<K>, K::Phase>>,
     failures: FailureCounts<ObjectRef<K>>,
 }
 
-impl<K: Resource<DynamicType = ()>, H> Debug for Engine<K, H> {
+impl<K: Resource<DynamicType = ()> + crate::StateMachine, H> Debug for Engine<K, H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
             .field("namespace", &self.namespace)
@@ -136,12 +151,14 @@ where
     K::Scope: ScopedApi,
     H: Send + Sync + 'static,
 {
-    /// An engine for objects of `K` (in `namespace`, or all namespaces).
+    /// An engine for objects of `K` (in `namespace`, or all namespaces), recording into
+    /// `metrics`.
     pub fn new(
         client: Client,
         namespace: Option<String>,
         handler: H,
         config: EngineConfig,
+        metrics: Arc<Metrics>,
     ) -> Self {
         let recorder = Recorder::new(client.clone(), config.reporter.clone().into());
         Engine {
@@ -150,7 +167,9 @@ where
             handler,
             recorder,
             config,
+            metrics,
             based_on: Mutex::new(HashMap::new()),
+            accepted: Mutex::new(HashMap::new()),
             failures: FailureCounts::default(),
         }
     }
@@ -165,13 +184,46 @@ where
         K::Scope::api(self.client.clone(), namespace.as_deref())
     }
 
-    /// Reconciles one object (the function given to kube's `Controller::run`).
+    pub(crate) fn patch_params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(self.config.field_manager.clone()),
+            ..PatchParams::default()
+        }
+    }
+
+    /// Reconciles one object (the function given to kube's `Controller::run`), in a span
+    /// `reconcile` with `object`, and, when the phase moves, `state.from`, `state.to` and
+    /// `reason`.
     pub async fn reconcile(object: Arc<K>, engine: Arc<Self>) -> Result<Action, ReconcileError> {
         let key = ObjectRef::from_obj(object.as_ref());
         if engine.is_stale(&key, object.as_ref()) {
             return Ok(Action::await_change());
         }
-        let result = engine.reconcile_inner(object.as_ref().clone()).await;
+        let span = tracing::info_span!(
+            "reconcile",
+            object = %key,
+            state.from = tracing::field::Empty,
+            state.to = tracing::field::Empty,
+            reason = tracing::field::Empty,
+        );
+        let _worker = engine.metrics.worker();
+        let started = Instant::now();
+        let phase = object
+            .machine_status()
+            .and_then(|s| s.phase.as_ref())
+            .map(|p| p.as_str().to_owned());
+        let result = engine
+            .reconcile_inner(object.as_ref().clone())
+            .instrument(span)
+            .await;
+        let outcome = match &result {
+            Ok(None) => ReconcileResult::Success,
+            Ok(Some(_)) => ReconcileResult::RequeueAfter,
+            Err(_) => ReconcileResult::Error,
+        };
+        engine
+            .metrics
+            .reconciled(outcome, started.elapsed(), phase.as_deref());
         match &result {
             Ok(_) => engine.failures.reset(&key),
             Err(err) => {
@@ -187,7 +239,7 @@ where
                     .await;
             }
         }
-        result
+        result.map(|requeue| requeue.map_or_else(Action::await_change, Action::requeue))
     }
 
     /// The error policy given to kube's `Controller::run`: per-object exponential backoff.
@@ -216,138 +268,184 @@ where
         false
     }
 
-    async fn reconcile_inner(&self, mut object: K) -> Result<Action, ReconcileError> {
+    async fn reconcile_inner(&self, mut object: K) -> Result<Requeue, ReconcileError> {
         let api = self.api_for(&object);
         if let Some(finalizer) = K::machine().finalizer {
             match self.finalizer(&api, object, finalizer).await? {
-                Ok(ready) => object = ready,
-                Err(action) => return Ok(action),
+                Gate::Proceed(ready) => object = ready,
+                Gate::Done(requeue) => return Ok(requeue),
             }
         }
         if object.meta().deletion_timestamp.is_some() {
             // Going away (held by someone else's finalizer): no more transitions.
-            return Ok(Action::await_change());
+            return Ok(None);
         }
         let mut conflicts = 0;
         loop {
-            let plan = step_plan::plan(&self.handler, &object, Timestamp::now()).await?;
-            if let Some((from, to, message)) = &plan.vetoed {
-                self.event(
-                    &object,
-                    EventType::Warning,
-                    "TransitionVetoed",
-                    format!("{from}To{to}"),
-                    format!("{from} → {to}: {message}"),
-                )
-                .await;
-            }
-            if !plan.write {
-                return Ok(action(plan.requeue));
-            }
-            match self.write_status(&api, &object, &plan).await? {
-                Some(()) => {
-                    if let Some(transition) = &plan.transition {
-                        self.after_transition(&object, transition).await?;
-                    }
-                    return Ok(action(plan.requeue));
-                }
-                None => {
-                    conflicts += 1;
-                    if conflicts > self.config.max_conflict_retries {
-                        return Err(ReconcileError::Conflicts(conflicts));
-                    }
-                    // Someone else wrote the object: redo the step on what the server holds.
-                    object = api.get(&object.name_any()).await?;
-                }
-            }
-        }
-    }
-
-    /// Adds the finalizer before any handler runs, and runs cleanup on deletion. Returns the
-    /// object to continue with, or the action to return now.
-    async fn finalizer(
-        &self,
-        api: &Api<K>,
-        object: K,
-        finalizer: &str,
-    ) -> Result<Result<K, Action>, ReconcileError> {
-        let present = object.finalizers().iter().any(|f| f == finalizer);
-        if object.meta().deletion_timestamp.is_some() {
-            if !present {
-                return Ok(Err(Action::await_change()));
-            }
-            let cleanup = K::cleanup(&self.handler, &object)
-                .await
-                .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
-            return match cleanup {
-                Cleanup::Pending(after) => Ok(Err(Action::requeue(after))),
-                Cleanup::Done => {
-                    let rest: Vec<&String> = object
-                        .finalizers()
-                        .iter()
-                        .filter(|f| *f != finalizer)
-                        .collect();
-                    match self.patch_finalizers(api, &object, &rest).await {
-                        Ok(_) => {}
-                        // Already gone (a stale duplicate of this step removed it), or changed
-                        // meanwhile (look again).
-                        Err(ReconcileError::Kube(kube::Error::Api(status)))
-                            if status.is_not_found() =>
-                        {
-                            return Ok(Err(Action::await_change()));
-                        }
-                        Err(ReconcileError::Kube(kube::Error::Api(status)))
-                            if status.is_conflict() =>
-                        {
-                            return Ok(Err(Action::requeue(Duration::from_millis(100))));
-                        }
-                        Err(err) => return Err(err),
-                    }
-                    self.event(
-                        &object,
-                        EventType::Normal,
-                        "CleanupDone",
-                        "Cleanup".to_owned(),
-                        format!("removed finalizer {finalizer}"),
-                    )
-                    .await;
-                    Ok(Err(Action::await_change()))
-                }
+            let done = match self.drift(&api, &object).await? {
+                DriftStep::Reverted => Some(None),
+                DriftStep::Conflict => None,
+                DriftStep::Continue => self.step(&api, &object).await?,
             };
+            if let Some(requeue) = done {
+                return Ok(requeue);
+            }
+            conflicts += 1;
+            if conflicts > self.config.max_conflict_retries {
+                return Err(ReconcileError::Conflicts(conflicts));
+            }
+            // Someone else wrote the object: look again at what the server holds.
+            object = api.get(&object.name_any()).await?;
         }
-        if present {
-            return Ok(Ok(object));
-        }
-        let mut all: Vec<&String> = object.finalizers().iter().collect();
-        let owned = finalizer.to_owned();
-        all.push(&owned);
-        Ok(Ok(self.patch_finalizers(api, &object, &all).await?))
     }
 
-    /// Replaces `metadata.finalizers`, locked on the resourceVersion we read.
-    async fn patch_finalizers(
+    /// Plans one step and writes it. `None` when the write conflicted.
+    async fn step(&self, api: &Api<K>, object: &K) -> Result<Option<Requeue>, ReconcileError> {
+        let plan = step_plan::plan(&self.handler, object, Timestamp::now()).await?;
+        if let Some((from, to, message)) = &plan.vetoed {
+            self.metrics.vetoed(from.name(), to.name());
+            self.event(
+                object,
+                EventType::Warning,
+                "TransitionVetoed",
+                format!("{from}To{to}"),
+                format!("{from} → {to}: {message}"),
+            )
+            .await;
+        }
+        if !plan.write {
+            return Ok(Some(plan.requeue));
+        }
+        if self.write_status(api, object, &plan).await?.is_none() {
+            return Ok(None);
+        }
+        if let Some(PhaseValue::Known(phase)) = &plan.status.phase {
+            self.accept(object, *phase);
+        }
+        if let Some(transition) = &plan.transition {
+            let stayed = plan.position.entered_at.map(|t| {
+                Timestamp::now()
+                    .duration_since(t)
+                    .try_into()
+                    .unwrap_or_default()
+            });
+            self.after_transition(object, transition, stayed).await?;
+        }
+        Ok(Some(plan.requeue))
+    }
+}
+
+/// What the drift check leaves to do.
+enum DriftStep {
+    /// No drift, or drift adopted: run the step.
+    Continue,
+    /// The last phase was written back; the next change of the object brings the next step.
+    Reverted,
+    /// The revert conflicted with another write: look again.
+    Conflict,
+}
+
+impl<K, H> Engine<K, H>
+where
+    K: Reconciled<H>,
+    K::Scope: ScopedApi,
+    H: Send + Sync + 'static,
+{
+    /// Detects drift (see [`crate::drift`]) and applies the spec's policy.
+    async fn drift(&self, api: &Api<K>, object: &K) -> Result<DriftStep, ReconcileError> {
+        let stored = object.machine_status().and_then(|s| s.phase.as_ref());
+        let last = self.accepted(object);
+        let Some(drift) = Drift::detect(last, stored) else {
+            if let Some(PhaseValue::Known(phase)) = stored {
+                self.accept(object, *phase);
+            }
+            return Ok(DriftStep::Continue);
+        };
+        let mut remedy = drift.remedy(K::machine().drift);
+        let mut step = DriftStep::Continue;
+        if let Remedy::Revert(phase) = remedy {
+            match self.revert(api, object, phase).await {
+                Ok(()) => step = DriftStep::Reverted,
+                Err(ReconcileError::Kube(kube::Error::Api(status))) if status.is_conflict() => {
+                    self.metrics.conflict();
+                    return Ok(DriftStep::Conflict);
+                }
+                // The API server refuses the way back (its CEL rule): adopt instead.
+                Err(ReconcileError::Kube(kube::Error::Api(status))) if status.code == 422 => {
+                    tracing::warn!(object = %object.name_any(), message = %status.message, "revert refused; adopting");
+                    remedy = match &drift {
+                        Drift::Illegal { found, .. } => Remedy::Adopt(*found),
+                        Drift::Undeclared { .. } => Remedy::Reset,
+                    };
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        match remedy {
+            Remedy::Adopt(phase) | Remedy::Revert(phase) => self.accept(object, phase),
+            Remedy::Reset => self.forget(object),
+        }
+        self.metrics.drift(remedy.label());
+        let note = drift.describe(remedy);
+        tracing::warn!(object = %object.name_any(), %note, "phase drift");
+        self.event(
+            object,
+            EventType::Warning,
+            "PhaseDrift",
+            "Drift".into(),
+            note,
+        )
+        .await;
+        Ok(step)
+    }
+
+    /// Writes `phase` back over a drifted status (entry time now), locked on the
+    /// resourceVersion read. Deliberately not checked against the edges: it restores the
+    /// controller's own record.
+    async fn revert(
         &self,
         api: &Api<K>,
         object: &K,
-        finalizers: &[&String],
-    ) -> Result<K, ReconcileError> {
+        phase: K::Phase,
+    ) -> Result<(), ReconcileError> {
         let patch = serde_json::json!({
-            "metadata": { "finalizers": finalizers, "resourceVersion": object.resource_version() }
+            "metadata": { "resourceVersion": object.resource_version() },
+            "status": {
+                "phase": phase.name(),
+                "lastPhaseTransitionTime": Time(Timestamp::now()),
+            },
         });
-        let patched = api
-            .patch(
-                &object.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        api.patch_status(
+            &object.name_any(),
+            &self.patch_params(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+        self.metrics.status_written();
         self.remember_write(object);
-        Ok(patched)
+        Ok(())
+    }
+
+    fn accepted(&self, object: &K) -> Option<K::Phase> {
+        let accepted = self.accepted.lock().unwrap_or_else(PoisonError::into_inner);
+        accepted.get(&ObjectRef::from_obj(object)).copied()
+    }
+
+    fn accept(&self, object: &K, phase: K::Phase) {
+        let mut accepted = self.accepted.lock().unwrap_or_else(PoisonError::into_inner);
+        accepted.insert(ObjectRef::from_obj(object), phase);
+    }
+
+    /// Forgets what the engine remembers about `object` (it is gone, or starts over).
+    pub(crate) fn forget(&self, object: &K) {
+        let key = ObjectRef::from_obj(object);
+        let mut accepted = self.accepted.lock().unwrap_or_else(PoisonError::into_inner);
+        accepted.remove(&key);
     }
 
     /// Remembers that we wrote over `object` as read, so a cache still showing it is stale.
     /// (A finalizer patch and a status write in one reconcile leave two such versions.)
-    fn remember_write(&self, object: &K) {
+    pub(crate) fn remember_write(&self, object: &K) {
         if let Some(rv) = object.resource_version() {
             let key = ObjectRef::from_obj(object);
             let mut based_on = self.based_on.lock().unwrap_or_else(PoisonError::into_inner);
@@ -390,16 +488,20 @@ where
         match api
             .patch_status(
                 &object.name_any(),
-                &PatchParams::default(),
+                &self.patch_params(),
                 &Patch::Merge(&patch),
             )
             .await
         {
             Ok(_) => {
+                self.metrics.status_written();
                 self.remember_write(object);
                 Ok(Some(()))
             }
-            Err(kube::Error::Api(status)) if status.is_conflict() => Ok(None),
+            Err(kube::Error::Api(status)) if status.is_conflict() => {
+                self.metrics.conflict();
+                Ok(None)
+            }
             Err(err) => Err(err.into()),
         }
     }
@@ -408,6 +510,7 @@ where
         &self,
         object: &K,
         transition: &Transition<K::Phase>,
+        stayed: Option<Duration>,
     ) -> Result<(), ReconcileError> {
         // A new object starts in the initial phase: its first move reads `Pending → X`.
         let initial = K::Phase::initial().name();
@@ -420,7 +523,18 @@ where
         } else {
             format!("{from} → {to}")
         };
-        tracing::info!(object = %object.name_any(), state.from = ?transition.from.as_ref().map(ToString::to_string), state.to = %transition.to, reason = transition.reason, "transition");
+        let stored = transition.from.as_ref().map(PhaseValue::as_str);
+        self.metrics.transition(stored, to, stayed);
+        let span = tracing::Span::current();
+        span.record("state.from", stored.unwrap_or_default());
+        span.record("state.to", to);
+        span.record("reason", transition.reason);
+        tracing::info!(
+            state.from = stored.unwrap_or_default(),
+            state.to = to,
+            reason = transition.reason,
+            "transition"
+        );
         let action: String = format!("{from}To{to}").chars().take(128).collect();
         self.event(object, EventType::Normal, transition.reason, action, note)
             .await;
@@ -435,7 +549,7 @@ where
     /// Publishes an Event; a failure to record it is logged, never fatal. kube's Recorder
     /// folds repeats of the same (type, reason, action) into one series, so `action` names
     /// what happened (e.g. `RunningToDegraded`), keeping different transitions apart.
-    async fn event(
+    pub(crate) async fn event(
         &self,
         object: &K,
         type_: EventType,
@@ -454,8 +568,4 @@ where
             tracing::warn!(object = %object.name_any(), %err, "could not record event");
         }
     }
-}
-
-fn action(requeue: Option<Duration>) -> Action {
-    requeue.map_or_else(Action::await_change, Action::requeue)
 }

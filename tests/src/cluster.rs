@@ -51,6 +51,7 @@ pub async fn install_crds(client: &Client) {
             kube_fsm::crd::<crate::resources::Database>(),
             kube_fsm::crd::<crate::resources::Pipeline>(),
             kube_fsm::crd::<crate::resources::Timer>(),
+            older_spec_crd(kube_fsm::crd::<crate::resources::Guarded>()),
         ] {
             let name = crd.metadata.name.clone().expect("crd name");
             match api.create(&PostParams::default(), &crd).await {
@@ -78,6 +79,25 @@ pub async fn install_crds(client: &Client) {
         }
     })
     .await;
+}
+
+/// The CRD as an older spec's CRD would be: `status.phase` without the enum and length bound
+/// of today's phases, so a phase the spec no longer declares can be stored (API servers before 1.25 run no
+/// CEL rules either).
+fn older_spec_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        let phase = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|root| root.properties.as_mut()?.get_mut("status"))
+            .and_then(|status| status.properties.as_mut()?.get_mut("phase"));
+        if let Some(phase) = phase {
+            phase.enum_ = None;
+            phase.max_length = None;
+        }
+    }
+    crd
 }
 
 /// A fresh namespace for one test.

@@ -3,6 +3,7 @@
 #![deny(warnings, clippy::pedantic)]
 
 pub mod cluster;
+pub mod operator;
 
 pub mod resources {
     //! Custom resources driven by the example specs.
@@ -153,5 +154,31 @@ pub mod resources {
         /// The machine's fields.
         #[serde(flatten)]
         pub machine: MachineStatus<TimerPhase>,
+    }
+
+    /// A machine that reverts drift, for the drift tests. Its CRD is installed as an older
+    /// spec's CRD would be, without the phase enum (see `cluster::install_crds`), so that a phase
+    /// this spec does not declare can be stored.
+    #[state_machine(
+        phases(Pending(initial), Active, Retired(terminal)),
+        transitions(Pending -> Active on Activate, Active -> Retired on Retire),
+        drift = revert,
+    )]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Guarded",
+        namespaced,
+        status = "GuardedStatus"
+    )]
+    pub struct GuardedSpec {}
+
+    /// Status of [`Guarded`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct GuardedStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<GuardedPhase>,
     }
 }

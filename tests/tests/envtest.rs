@@ -11,10 +11,10 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_fsm::{Cleanup, Next, Operator, PhaseValue, Step};
 use kube_fsm_tests::cluster::{self, eventually};
+use kube_fsm_tests::operator::Running;
 use kube_fsm_tests::resources::*;
 use serde_json::json;
-use tokio::sync::{Notify, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::Notify;
 
 const FINALIZER: &str = "example.com/cleanup";
 
@@ -118,41 +118,18 @@ impl DatabaseHandler for DbHandler {
     }
 }
 
-/// A running operator; dropping it does not stop it, `stop`/`crash` do.
-struct Running {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    fn start<K, H>(client: &Client, namespace: &str, handler: H) -> Self
-    where
-        K: kube_fsm::reconcile::Reconciled<H>,
-        K::Scope: kube_fsm::scope::ScopedApi,
-        H: Send + Sync + 'static,
-    {
-        let (stop, stopped) = oneshot::channel::<()>();
-        let operator = Operator::<K, H>::new(client.clone(), handler)
+/// Starts an operator for `K` in `namespace` with a short backoff.
+fn start<K, H>(client: &Client, namespace: &str, handler: H) -> Running
+where
+    K: kube_fsm::reconcile::Reconciled<H>,
+    K::Scope: kube_fsm::scope::ScopedApi,
+    H: Send + Sync + 'static,
+{
+    Running::spawn(
+        Operator::<K, H>::new(client.clone(), handler)
             .namespace(namespace)
-            .backoff(Duration::from_millis(200), Duration::from_secs(2))
-            .shutdown_on(async move {
-                let _ = stopped.await;
-            });
-        Running {
-            stop,
-            task: tokio::spawn(operator.run()),
-        }
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
-    }
-
-    async fn crash(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
+            .backoff(Duration::from_millis(200), Duration::from_secs(2)),
+    )
 }
 
 fn phase_of(db: &Database) -> Option<String> {
@@ -210,7 +187,7 @@ async fn objects_are_initialised_and_move_by_event_and_by_rule_with_events_recor
     let ns = cluster::namespace(&client, "fsm-flow").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let knobs = Arc::new(Knobs::default());
-    let operator = Running::start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
+    let operator = start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
 
     create_db(&api, "db").await;
     let db = wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
@@ -293,7 +270,7 @@ async fn status_writes_equal_status_changes_and_reconciles_after_convergence_wri
         ("verb", "PATCH"),
     ];
     let before = cluster::requests(&client, &patches).await;
-    let operator = Running::start::<Pipeline, _>(&client, &ns, Pipelines);
+    let operator = start::<Pipeline, _>(&client, &ns, Pipelines);
 
     let n = 10;
     for i in 0..n {
@@ -389,7 +366,7 @@ async fn race_with_concurrent_writer(
         })
     };
 
-    let operator = Running::start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
+    let operator = start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
     create_db(&api, "db").await;
     eventually(Duration::from_secs(30), || async {
         (knobs.provisioning_entered.load(Ordering::SeqCst) > 0).then_some(())
@@ -466,7 +443,7 @@ async fn cleanup_runs_and_the_finalizer_goes_only_after_it_succeeds() {
     let ns = cluster::namespace(&client, "fsm-finalizer").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let knobs = Arc::new(Knobs::default());
-    let operator = Running::start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
+    let operator = start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
     create_db(&api, "db").await;
     wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
 
@@ -516,7 +493,7 @@ async fn phase_timeouts_fire() {
     cluster::install_crds(&client).await;
     let ns = cluster::namespace(&client, "fsm-timeout").await;
     let api: Api<Timer> = Api::namespaced(client.clone(), &ns);
-    let operator = Running::start::<Timer, _>(&client, &ns, Timers);
+    let operator = start::<Timer, _>(&client, &ns, Timers);
     api.create(&PostParams::default(), &Timer::new("t", TimerSpec {}))
         .await
         .expect("create");
@@ -555,7 +532,7 @@ async fn a_restarted_controller_converges() {
         hold_first_provisioning: AtomicBool::new(true),
         ..Knobs::default()
     });
-    let first = Running::start::<Database, _>(&client, &ns, DbHandler(stuck.clone()));
+    let first = start::<Database, _>(&client, &ns, DbHandler(stuck.clone()));
     create_db(&api, "db").await;
     eventually(Duration::from_secs(30), || async {
         (stuck.provisioning_entered.load(Ordering::SeqCst) > 0).then_some(())
@@ -568,7 +545,7 @@ async fn a_restarted_controller_converges() {
         Some("Provisioning")
     );
 
-    let second = Running::start::<Database, _>(&client, &ns, DbHandler(Arc::new(Knobs::default())));
+    let second = start::<Database, _>(&client, &ns, DbHandler(Arc::new(Knobs::default())));
     wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
     second.stop().await;
 }
@@ -585,7 +562,7 @@ async fn handler_failures_back_off_record_a_warning_and_recover() {
         fail_pending: AtomicBool::new(true),
         ..Knobs::default()
     });
-    let operator = Running::start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
+    let operator = start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
     create_db(&api, "db").await;
 
     eventually(Duration::from_secs(20), || async {

@@ -1,0 +1,49 @@
+//! Running an operator in a test, and stopping it (gracefully) or crashing it.
+
+use kube_fsm::Operator;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A running operator; dropping it does not stop it, `stop`/`crash` do.
+#[derive(Debug)]
+pub struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Spawns `operator`, to be stopped with [`Running::stop`].
+    pub fn spawn<K, H>(operator: Operator<K, H>) -> Self
+    where
+        K: kube_fsm::reconcile::Reconciled<H>,
+        K::Scope: kube_fsm::scope::ScopedApi,
+        H: Send + Sync + 'static,
+    {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let operator = operator.shutdown_on(async move {
+            let _ = stopped.await;
+        });
+        Running {
+            stop,
+            task: tokio::spawn(operator.run()),
+        }
+    }
+
+    /// Shuts down gracefully (in-flight reconciles finish; a held Lease is released).
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), self.task).await;
+    }
+
+    /// Stops at once, as a killed process would (nothing is released).
+    pub async fn crash(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// Whether `run` has returned.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}

@@ -1,0 +1,305 @@
+//! Drift (a phase this controller did not write that does not follow the one it last wrote, or
+//! a phase the spec does not declare) on the real API server: API servers before 1.25 run no
+//! CEL rules, so hand edits of status land, as they would on a cluster without the CRD's rules.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, Resource};
+use kube_fsm::conditions::ConditionError;
+use kube_fsm::drift::{Drift, Remedy};
+use kube_fsm::{DriftPolicy, Next, Operator, PhaseValue, StateMachine, Step};
+use kube_fsm_tests::cluster::{self, eventually};
+use kube_fsm_tests::operator::Running;
+use kube_fsm_tests::resources::*;
+use prometheus_client::registry::Registry;
+use serde_json::json;
+
+#[test]
+fn drift_is_a_phase_that_does_not_follow_the_last_one_accepted() {
+    use DatabasePhase::{Degraded, Pending, Provisioning, Running};
+    let known = |p| Some(PhaseValue::Known(p));
+    // Staying, or following an edge, is no drift; nothing remembered, nothing to compare.
+    assert_eq!(Drift::detect(Some(Running), known(Running).as_ref()), None);
+    assert_eq!(Drift::detect(Some(Running), known(Degraded).as_ref()), None);
+    assert_eq!(Drift::detect(None, known(Pending).as_ref()), None);
+    assert_eq!(Drift::detect(Some(Running), None), None);
+    let illegal = Drift::detect(Some(Running), known(Provisioning).as_ref()).expect("drift");
+    assert_eq!(
+        illegal.remedy(DriftPolicy::Adopt),
+        Remedy::Adopt(Provisioning)
+    );
+    assert_eq!(illegal.remedy(DriftPolicy::Revert), Remedy::Revert(Running));
+    // An undeclared value is drift even without memory; without memory it restarts.
+    let typo = Some(PhaseValue::Unknown("Runing".into()));
+    let undeclared = Drift::detect(None, typo.as_ref()).expect("drift");
+    assert_eq!(undeclared.remedy(DriftPolicy::Revert), Remedy::Reset);
+    assert_eq!(
+        Drift::detect(Some(Running), typo.as_ref())
+            .expect("drift")
+            .remedy(DriftPolicy::Revert),
+        Remedy::Revert(Running)
+    );
+    assert_eq!(
+        illegal.describe(Remedy::Adopt(Provisioning)),
+        "status.phase is Provisioning, which this controller did not write and which does not \
+         follow Running, the phase it last wrote; continuing from Provisioning (drift: adopt)"
+    );
+}
+
+struct Databases;
+
+impl DatabaseHandler for Databases {
+    type Error = ConditionError;
+
+    async fn on_pending(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabasePendingNext, ConditionError> {
+        Ok(DatabasePendingEvent::Accept.into())
+    }
+
+    async fn on_provisioning(
+        &self,
+        _: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseProvisioningNext, ConditionError> {
+        step.set_condition(DatabaseCondition::PodsReady, true, "Up", "")?;
+        step.set_condition(DatabaseCondition::ServiceAvailable, true, "Answers", "")?;
+        Ok(Next::Stay)
+    }
+
+    async fn on_running(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseRunningNext, ConditionError> {
+        Ok(Next::Stay)
+    }
+
+    async fn on_degraded(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseDegradedNext, ConditionError> {
+        Ok(Next::Stay)
+    }
+
+    async fn cleanup(&self, _: &Database) -> Result<kube_fsm::Cleanup, ConditionError> {
+        Ok(kube_fsm::Cleanup::Done)
+    }
+}
+
+#[derive(Clone, Default)]
+struct Guards {
+    pending_calls: Arc<AtomicUsize>,
+}
+
+impl GuardedHandler for Guards {
+    type Error = ConditionError;
+
+    async fn on_pending(
+        &self,
+        _: &Guarded,
+        _: &mut Step<Guarded>,
+    ) -> Result<GuardedPendingNext, ConditionError> {
+        self.pending_calls.fetch_add(1, Ordering::SeqCst);
+        Ok(GuardedPendingEvent::Activate.into())
+    }
+
+    async fn on_active(
+        &self,
+        _: &Guarded,
+        _: &mut Step<Guarded>,
+    ) -> Result<GuardedActiveNext, ConditionError> {
+        Ok(Next::Stay)
+    }
+}
+
+fn start<K, H>(client: &Client, namespace: &str, handler: H, registry: &mut Registry) -> Running
+where
+    K: kube_fsm::reconcile::Reconciled<H>,
+    K::Scope: kube_fsm::scope::ScopedApi,
+    H: Send + Sync + 'static,
+{
+    Running::spawn(
+        Operator::<K, H>::new(client.clone(), handler)
+            .namespace(namespace)
+            .backoff(Duration::from_millis(200), Duration::from_secs(2))
+            .metrics(registry),
+    )
+}
+
+fn phase<K: StateMachine>(object: &K) -> Option<String> {
+    Some(object.machine_status()?.phase.as_ref()?.as_str().to_owned())
+}
+
+async fn wait_phase<K>(api: &Api<K>, name: &str, want: &str) -> K
+where
+    K: StateMachine + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(Duration::from_secs(30), || async {
+        api.get(name)
+            .await
+            .ok()
+            .filter(|o| phase(o).as_deref() == Some(want))
+    })
+    .await
+    .unwrap_or_else(|| panic!("{name} did not reach {want}"))
+}
+
+/// Edits `status.phase` by hand, as `kubectl edit --subresource=status` would.
+async fn hand_edit<K>(api: &Api<K>, name: &str, phase: &str)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({ "status": { "phase": phase } });
+    let params = PatchParams {
+        field_manager: Some("hand-edit".into()),
+        ..PatchParams::default()
+    };
+    api.patch_status(name, &params, &Patch::Merge(&patch))
+        .await
+        .expect("hand edit");
+}
+
+/// Waits for a `PhaseDrift` Warning Event in `ns` whose note contains `text`.
+async fn drift_event(client: &Client, ns: &str, text: &str) {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let found = eventually(Duration::from_secs(15), || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("PhaseDrift")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note.as_deref().is_some_and(|n| n.contains(text))
+            })
+            .map(|_| ())
+    })
+    .await;
+    assert!(found.is_some(), "no PhaseDrift event saying {text:?}");
+}
+
+fn scrape(registry: &Registry) -> String {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
+    text
+}
+
+#[tokio::test]
+async fn a_hand_edited_phase_is_adopted_by_default() {
+    let Some(client) = cluster::client("a_hand_edited_phase_is_adopted_by_default").await else {
+        return;
+    };
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, "fsm-adopt").await;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let mut registry = Registry::default();
+    let operator = start::<Database, _>(&client, &ns, Databases, &mut registry);
+    api.create(
+        &PostParams::default(),
+        &Database::new(
+            "db",
+            DatabaseSpec {
+                version: "16".into(),
+            },
+        ),
+    )
+    .await
+    .expect("create");
+    wait_phase(&api, "db", "Running").await;
+
+    // Running -> Provisioning is not an edge: drift. `drift: adopt` (the default) continues
+    // from Provisioning, whose handler leads back to Running along the spec's edges.
+    hand_edit(&api, "db", "Provisioning").await;
+    drift_event(&client, &ns, "continuing from Provisioning (drift: adopt)").await;
+    wait_phase(&api, "db", "Running").await;
+    let metrics = scrape(&registry);
+    assert!(
+        metrics.contains("kube_fsm_drift_total{machine=\"Database\",action=\"adopted\"} 1"),
+        "{metrics}"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_hand_edited_phase_is_written_back_under_drift_revert() {
+    let Some(client) = cluster::client("a_hand_edited_phase_is_written_back").await else {
+        return;
+    };
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, "fsm-revert").await;
+    let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
+    let guards = Guards::default();
+    let mut registry = Registry::default();
+    let operator = start::<Guarded, _>(&client, &ns, guards.clone(), &mut registry);
+    api.create(&PostParams::default(), &Guarded::new("g", GuardedSpec {}))
+        .await
+        .expect("create");
+    wait_phase(&api, "g", "Active").await;
+
+    hand_edit(&api, "g", "Pending").await;
+    drift_event(&client, &ns, "writing Active back (drift: revert)").await;
+    wait_phase(&api, "g", "Active").await;
+    assert_eq!(
+        guards.pending_calls.load(Ordering::SeqCst),
+        1,
+        "the reverted object never ran Pending's handler again"
+    );
+    assert!(
+        scrape(&registry)
+            .contains("kube_fsm_drift_total{machine=\"Guarded\",action=\"reverted\"} 1")
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
+    let Some(client) = cluster::client("an_undeclared_phase_neither_stalls_the_others").await
+    else {
+        return;
+    };
+    cluster::install_crds(&client).await;
+    let ns = cluster::namespace(&client, "fsm-undeclared").await;
+    let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
+    let mut registry = Registry::default();
+    let operator = start::<Guarded, _>(&client, &ns, Guards::default(), &mut registry);
+    api.create(&PostParams::default(), &Guarded::new("a", GuardedSpec {}))
+        .await
+        .expect("create");
+    wait_phase(&api, "a", "Active").await;
+
+    // A phase of an older spec: it decodes, is drift, and is written back; meanwhile a new
+    // object in the same watch goes its way.
+    hand_edit(&api, "a", "Archived").await;
+    api.create(&PostParams::default(), &Guarded::new("b", GuardedSpec {}))
+        .await
+        .expect("create");
+    drift_event(
+        &client,
+        &ns,
+        "\"Archived\", which the spec does not declare; writing Active back",
+    )
+    .await;
+    wait_phase(&api, "a", "Active").await;
+    wait_phase(&api, "b", "Active").await;
+    operator.stop().await;
+
+    // A controller that starts on it has nothing to go back to: it starts again at Pending.
+    hand_edit(&api, "a", "Archived").await;
+    let mut registry = Registry::default();
+    let operator = start::<Guarded, _>(&client, &ns, Guards::default(), &mut registry);
+    drift_event(&client, &ns, "starting again at Pending").await;
+    wait_phase(&api, "a", "Active").await;
+    let metrics = scrape(&registry);
+    assert!(
+        metrics.contains("kube_fsm_drift_total{machine=\"Guarded\",action=\"reset\"} 1"),
+        "{metrics}"
+    );
+    operator.stop().await;
+}
