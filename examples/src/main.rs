@@ -15,6 +15,7 @@ mod database;
 mod demo;
 mod metrics;
 mod operator;
+mod serve;
 mod tracker;
 
 use std::process::ExitCode;
@@ -32,8 +33,12 @@ usage:
       rules on status.phase and the Phase, Ready and Age columns (kubectl apply -f -)
   kube-fsm-examples diagram [--dot]
       print the Database state machine as a Mermaid state diagram (or Graphviz DOT)
-  kube-fsm-examples run [--namespace NS]
-      run the operator (all namespaces by default) until Ctrl-C or SIGTERM
+  kube-fsm-examples run [--namespace NS] [--metrics-addr ADDR] [--leader-elect [--identity ID]
+                        [--lease-namespace NS] [--lease-duration SECS]]
+      run the operator (all namespaces by default) until Ctrl-C or SIGTERM, serving
+      /metrics and /healthz on ADDR (default 0.0.0.0:8080); with --leader-elect, only the
+      replica holding the Lease kube-fsm-examples (in --lease-namespace, default the watched
+      namespace or default; duration default 15 s) reconciles
   kube-fsm-examples demo [--objects N] [--namespace NS] [--timeout SECS] [--keep]
       install the CRD, create N Databases (default 5) in NS (default kube-fsm-demo), run the
       operator in-process and print each phase transition; exit 0 once all are Running
@@ -50,7 +55,7 @@ RUST_LOG sets the log filter (default: warn for demo and bench-scale, info for r
 enum Command {
     Crd,
     Diagram { dot: bool },
-    Run { namespace: Option<String> },
+    Run(operator::RunOptions),
     Demo(demo::DemoOptions),
     Bench(bench::BenchOptions),
 }
@@ -111,9 +116,35 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
         "diagram" => Command::Diagram {
             dot: args.switch("--dot"),
         },
-        "run" => Command::Run {
-            namespace: args.value("--namespace")?,
-        },
+        "run" => {
+            let namespace = args.value("--namespace")?;
+            let metrics_addr = match args.value("--metrics-addr")? {
+                None => std::net::SocketAddr::from(([0, 0, 0, 0], 8080)),
+                Some(addr) => addr
+                    .parse()
+                    .map_err(|_| format!("--metrics-addr takes host:port, not {addr:?}"))?,
+            };
+            let leader_elect = args.switch("--leader-elect");
+            let identity = args.value("--identity")?;
+            let lease_namespace = args.value("--lease-namespace")?;
+            let lease_duration = Duration::from_secs(args.number("--lease-duration", 15)?);
+            let election = leader_elect.then(|| {
+                let lease_ns = lease_namespace
+                    .or_else(|| namespace.clone())
+                    .unwrap_or_else(|| "default".into());
+                let election = kube_fsm::LeaderElection::new("kube-fsm-examples", lease_ns)
+                    .duration(lease_duration);
+                match identity {
+                    Some(identity) => election.identity(identity),
+                    None => election,
+                }
+            });
+            Command::Run(operator::RunOptions {
+                namespace,
+                metrics_addr,
+                election,
+            })
+        }
         "demo" => Command::Demo(demo::DemoOptions {
             objects: usize::try_from(args.number("--objects", 5)?).map_err(|e| e.to_string())?,
             namespace: args
@@ -175,9 +206,9 @@ async fn main() -> ExitCode {
             print!("{}", if dot { machine.dot } else { machine.mermaid });
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { namespace } => {
+        Command::Run(options) => {
             init_logging("info");
-            run(namespace).await
+            operator::run(options).await
         }
         Command::Demo(options) => {
             init_logging("warn");
@@ -192,21 +223,6 @@ async fn main() -> ExitCode {
         eprintln!("error: {err}");
         ExitCode::FAILURE
     })
-}
-
-/// `run`: the operator as it would run in a cluster, until Ctrl-C or SIGTERM.
-async fn run(namespace: Option<String>) -> Result<ExitCode, BoxError> {
-    let client = kube::Client::try_default().await?;
-    let handlers = database::Handlers::new(client.clone());
-    tracing::info!(
-        namespace = namespace.as_deref().unwrap_or("(all)"),
-        "starting the Database operator"
-    );
-    operator::operator(client, handlers, namespace.as_deref())
-        .run()
-        .await;
-    tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
@@ -231,10 +247,24 @@ mod tests {
             panic!("bench-scale parses")
         };
         assert_eq!((bench.objects, bench.idle), (200, Duration::from_secs(5)));
-        assert!(matches!(
-            parse(args("run")),
-            Ok(Command::Run { namespace: None })
-        ));
+        let Ok(Command::Run(run)) = parse(args("run")) else {
+            panic!("run parses")
+        };
+        assert_eq!(
+            (
+                run.namespace,
+                run.metrics_addr.to_string(),
+                run.election.is_none()
+            ),
+            (None, "0.0.0.0:8080".to_owned(), true)
+        );
+        let Ok(Command::Run(run)) = parse(args(
+            "run --namespace ns --leader-elect --identity a --metrics-addr 127.0.0.1:9000",
+        )) else {
+            panic!("run parses")
+        };
+        assert_eq!(run.election.expect("leader election").identity_str(), "a");
+        assert_eq!(run.metrics_addr.to_string(), "127.0.0.1:9000");
         assert!(matches!(parse(args("crd")), Ok(Command::Crd)));
         assert!(matches!(
             parse(args("diagram --dot")),

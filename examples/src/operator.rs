@@ -1,14 +1,19 @@
 //! Wiring the Database handlers into a kube-fsm operator.
 
+use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::runtime::watcher;
+use kube_fsm::{LeaderElection, Stopped};
+use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::database::{Database, Handlers, child_selector};
+use crate::BoxError;
+use crate::database::{self, Database, Handlers, child_selector};
 
 /// The operator for `handlers`: Databases in `namespace` (or everywhere), reconciled again when
 /// a child ConfigMap they control changes. Only the children (by label) are watched.
@@ -30,7 +35,7 @@ pub fn operator(
 #[derive(Debug)]
 pub struct Running {
     stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
+    task: JoinHandle<Stopped>,
 }
 
 impl Running {
@@ -60,4 +65,42 @@ impl Running {
             }
         }
     }
+}
+
+/// The options of `run`.
+#[derive(Debug)]
+pub struct RunOptions {
+    /// Watch this namespace only (default: all).
+    pub namespace: Option<String>,
+    /// Where to serve `/metrics` and `/healthz`.
+    pub metrics_addr: SocketAddr,
+    /// Reconcile only while holding this Lease.
+    pub election: Option<LeaderElection>,
+}
+
+/// `run`: the operator as it would run in a cluster, until Ctrl-C or SIGTERM (or, with leader
+/// election, until the Lease is lost: exit 1, to be restarted).
+pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
+    let client = Client::try_default().await?;
+    let handlers = Handlers::new(client.clone());
+    let mut registry = Registry::default();
+    let mut operator =
+        operator(client, handlers, options.namespace.as_deref()).metrics(&mut registry);
+    let (addr, _server) = crate::serve::metrics(options.metrics_addr, registry).await?;
+    tracing::info!(
+        namespace = options.namespace.as_deref().unwrap_or("(all)"),
+        metrics = %format!("http://{addr}/metrics"),
+        "starting the {} operator",
+        database::DatabasePhase::MACHINE.kind
+    );
+    if let Some(election) = options.election {
+        tracing::info!(identity = election.identity_str(), "waiting for the Lease");
+        operator = operator.leader_election(election);
+    }
+    if operator.run().await == Stopped::LeaseLost {
+        tracing::error!("lost the Lease; exiting so that a restart waits for it again");
+        return Ok(ExitCode::FAILURE);
+    }
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
 }

@@ -182,15 +182,19 @@ where
         self
     }
 
-    /// Runs until shutdown (or, with leader election, until leadership is lost).
-    pub async fn run(mut self) {
+    /// Runs until the shutdown signal, or, with leader election, until the Lease is lost
+    /// (then exit the process and let it be restarted).
+    pub async fn run(mut self) -> Stopped {
         let signal: Signal = self
             .shutdown
             .take()
             .unwrap_or_else(|| Box::pin(termination()))
             .shared();
         match self.leader.take() {
-            None => self.run_controller(signal).await,
+            None => {
+                self.run_controller(signal).await;
+                Stopped::Signal
+            }
             Some(election) => {
                 let client = self.client.clone();
                 election
@@ -198,7 +202,7 @@ where
                         let stop = futures::future::select(signal, lost).map(|_| ());
                         self.run_controller(stop).await;
                     })
-                    .await;
+                    .await
             }
         }
     }
@@ -237,6 +241,15 @@ where
         );
         (controller, Arc::new(engine))
     }
+}
+
+/// Why [`Operator::run`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// The shutdown signal came.
+    Signal,
+    /// Another replica holds the Lease now (see [`Operator::leader_election`]).
+    LeaseLost,
 }
 
 /// SIGTERM or Ctrl-C.

@@ -5,10 +5,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use futures::FutureExt;
 use kube::Client;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
-use tokio::sync::oneshot;
+
+use crate::controller::Stopped;
 
 /// Completes when this replica loses the Lease.
 pub(crate) type Lost = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
@@ -75,7 +75,7 @@ impl LeaderElection {
 
     /// Waits for the Lease, runs `body` while holding it (`body` is given a future that
     /// completes when the Lease is lost), then releases it. Returns early on `signal`.
-    pub(crate) async fn lead<S, F, Fut>(self, client: Client, signal: S, body: F)
+    pub(crate) async fn lead<S, F, Fut>(self, client: Client, signal: S, body: F) -> Stopped
     where
         S: Future<Output = ()> + Clone,
         F: FnOnce(Lost) -> Fut,
@@ -88,14 +88,14 @@ impl LeaderElection {
                 .with_parameters(params.clone())
                 .build();
             tokio::select! {
-                () = signal.clone() => return,
+                () = signal.clone() => return Stopped::Signal,
                 built = build => match built {
                     Ok(manager) => break manager,
                     Err(err) => tracing::warn!(lease = %self.lease, %err, "cannot use the Lease; retrying"),
                 },
             }
             tokio::select! {
-                () = signal.clone() => return,
+                () = signal.clone() => return Stopped::Signal,
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
         };
@@ -104,21 +104,19 @@ impl LeaderElection {
             () = signal.clone() => false,
             held = leading.wait_for(|held| *held) => held.is_ok(),
         };
+        let mut stopped = Stopped::Signal;
         if became {
             tracing::info!(lease = %self.lease, identity = %self.identity, "leading");
-            let (lost_tx, lost_rx) = oneshot::channel::<()>();
             let mut watch = leading.clone();
-            let watcher = tokio::spawn(async move {
+            body(Box::pin(async move {
                 // A closed channel (the Lease manager gave up) counts as lost too.
                 let _ = watch.wait_for(|held| !*held).await;
-                let _ = lost_tx.send(());
-            });
-            body(Box::pin(lost_rx.map(|_| ()))).await;
-            if watcher.is_finished() {
+            }))
+            .await;
+            if !*leading.borrow() {
                 tracing::warn!(lease = %self.lease, identity = %self.identity, "lost the Lease; stopped");
+                stopped = Stopped::LeaseLost;
             }
-            watcher.abort();
-            let _ = watcher.await;
         }
         // Dropping the last receiver makes the manager release the Lease and end.
         drop(leading);
@@ -131,5 +129,6 @@ impl LeaderElection {
             }
             Err(err) => tracing::warn!(lease = %self.lease, %err, "the Lease manager failed"),
         }
+        stopped
     }
 }

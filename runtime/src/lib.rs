@@ -49,7 +49,7 @@ pub mod step;
 pub mod step_plan;
 pub mod testing;
 
-pub use controller::{Operator, owner_reference};
+pub use controller::{Operator, Stopped, owner_reference};
 pub use crd::crd;
 pub use kube_fsm_macros::state_machine;
 pub use leader::LeaderElection;

@@ -46,39 +46,48 @@ static CRDS: OnceCell<()> = OnceCell::const_new();
 /// When the API server refuses them.
 pub async fn install_crds(client: &Client) {
     CRDS.get_or_init(|| async {
-        let api: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in [
             kube_fsm::crd::<crate::resources::Database>(),
             kube_fsm::crd::<crate::resources::Pipeline>(),
             kube_fsm::crd::<crate::resources::Timer>(),
             older_spec_crd(kube_fsm::crd::<crate::resources::Guarded>()),
         ] {
-            let name = crd.metadata.name.clone().expect("crd name");
-            match api.create(&PostParams::default(), &crd).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.is_already_exists() => {
-                    let mut current = api.get(&name).await.expect("get crd");
-                    current.spec = crd.spec.clone();
-                    api.replace(&name, &PostParams::default(), &current)
-                        .await
-                        .expect("replace crd");
-                }
-                Err(err) => panic!("installing CRD {name}: {err}"),
-            }
-            eventually(Duration::from_secs(30), || async {
-                let crd = api.get(&name).await.ok()?;
-                let established = crd
-                    .status?
-                    .conditions?
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True");
-                established.then_some(())
-            })
-            .await
-            .unwrap_or_else(|| panic!("CRD {name} not established"));
+            install_crd(client, crd).await;
         }
     })
     .await;
+}
+
+/// Creates `crd`, or replaces the spec of the one of that name, and waits until it is
+/// Established.
+///
+/// # Panics
+/// When the API server refuses it.
+pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.metadata.name.clone().expect("crd name");
+    match api.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {
+            let mut current = api.get(&name).await.expect("get crd");
+            current.spec = crd.spec.clone();
+            api.replace(&name, &PostParams::default(), &current)
+                .await
+                .expect("replace crd");
+        }
+        Err(err) => panic!("installing CRD {name}: {err}"),
+    }
+    eventually(Duration::from_secs(30), || async {
+        let crd = api.get(&name).await.ok()?;
+        let established = crd
+            .status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        established.then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("CRD {name} not established"));
 }
 
 /// The CRD as an older spec's CRD would be: `status.phase` without the enum and length bound

@@ -3,6 +3,7 @@
 #![deny(warnings, clippy::pedantic)]
 
 pub mod cluster;
+pub mod handlers;
 pub mod operator;
 
 pub mod resources {

@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 #[derive(Debug)]
 pub struct Running {
     stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
+    task: JoinHandle<kube_fsm::Stopped>,
 }
 
 impl Running {

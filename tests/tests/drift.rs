@@ -13,6 +13,7 @@ use kube_fsm::conditions::ConditionError;
 use kube_fsm::drift::{Drift, Remedy};
 use kube_fsm::{DriftPolicy, Next, Operator, PhaseValue, StateMachine, Step};
 use kube_fsm_tests::cluster::{self, eventually};
+use kube_fsm_tests::handlers::Databases;
 use kube_fsm_tests::operator::Running;
 use kube_fsm_tests::resources::*;
 use prometheus_client::registry::Registry;
@@ -48,50 +49,6 @@ fn drift_is_a_phase_that_does_not_follow_the_last_one_accepted() {
         "status.phase is Provisioning, which this controller did not write and which does not \
          follow Running, the phase it last wrote; continuing from Provisioning (drift: adopt)"
     );
-}
-
-struct Databases;
-
-impl DatabaseHandler for Databases {
-    type Error = ConditionError;
-
-    async fn on_pending(
-        &self,
-        _: &Database,
-        _: &mut Step<Database>,
-    ) -> Result<DatabasePendingNext, ConditionError> {
-        Ok(DatabasePendingEvent::Accept.into())
-    }
-
-    async fn on_provisioning(
-        &self,
-        _: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseProvisioningNext, ConditionError> {
-        step.set_condition(DatabaseCondition::PodsReady, true, "Up", "")?;
-        step.set_condition(DatabaseCondition::ServiceAvailable, true, "Answers", "")?;
-        Ok(Next::Stay)
-    }
-
-    async fn on_running(
-        &self,
-        _: &Database,
-        _: &mut Step<Database>,
-    ) -> Result<DatabaseRunningNext, ConditionError> {
-        Ok(Next::Stay)
-    }
-
-    async fn on_degraded(
-        &self,
-        _: &Database,
-        _: &mut Step<Database>,
-    ) -> Result<DatabaseDegradedNext, ConditionError> {
-        Ok(Next::Stay)
-    }
-
-    async fn cleanup(&self, _: &Database) -> Result<kube_fsm::Cleanup, ConditionError> {
-        Ok(kube_fsm::Cleanup::Done)
-    }
 }
 
 #[derive(Clone, Default)]

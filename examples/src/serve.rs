@@ -1,0 +1,81 @@
+//! The operator's own HTTP endpoint: `GET /metrics` (Prometheus text format) and
+//! `GET /healthz`, on hyper, as controller-runtime's manager serves them.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+/// Binds `addr` and serves `registry` until the task is dropped; returns the bound address
+/// (port 0 picks a free port).
+pub async fn metrics(
+    addr: SocketAddr,
+    registry: Registry,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let registry = Arc::new(registry);
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let registry = registry.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request| respond(request, registry.clone()));
+                if let Err(err) = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
+                {
+                    tracing::debug!(%err, "metrics connection");
+                }
+            });
+        }
+    });
+    Ok((bound, task))
+}
+
+async fn respond(
+    request: Request<Incoming>,
+    registry: Arc<Registry>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (status, content_type, body) = match request.uri().path() {
+        "/metrics" => {
+            let mut text = String::new();
+            match prometheus_client::encoding::text::encode(&mut text, &registry) {
+                Ok(()) => (
+                    StatusCode::OK,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    text,
+                ),
+                Err(err) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    err.to_string(),
+                ),
+            }
+        }
+        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_owned(),
+        ),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = content_type.parse() {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
+    }
+    Ok(response)
+}

@@ -1,0 +1,225 @@
+//! The example operator as a process against the real API server: what it serves on
+//! `/metrics`, and leader election between replicas when the leader is killed (SIGKILL, so
+//! nothing is released and the Lease has to expire).
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::{Api, Client};
+use kube_fsm_tests::cluster::{self, eventually};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tokio::sync::OnceCell;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kube-fsm-examples");
+
+fn databases() -> ApiResource {
+    ApiResource {
+        group: "example.kube-fsm.dev".into(),
+        version: "v1".into(),
+        api_version: "example.kube-fsm.dev/v1".into(),
+        kind: "Database".into(),
+        plural: "databases".into(),
+    }
+}
+
+static CRD: OnceCell<()> = OnceCell::const_new();
+
+/// Installs the CRD exactly as `kube-fsm-examples crd` prints it, once per process.
+async fn install_crd(client: &Client) {
+    CRD.get_or_init(|| async {
+        let out = std::process::Command::new(BIN)
+            .arg("crd")
+            .output()
+            .expect("crd runs");
+        assert!(out.status.success(), "crd failed");
+        let yaml = String::from_utf8(out.stdout).expect("utf-8");
+        let crd: CustomResourceDefinition = serde_saphyr::from_str(&yaml).expect("CRD YAML");
+        cluster::install_crd(client, crd).await;
+    })
+    .await;
+}
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+}
+
+/// `kube-fsm-examples run` with `args`; killed when dropped.
+fn operator(args: &[&str]) -> Child {
+    Command::new(BIN)
+        .arg("run")
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("operator starts")
+}
+
+async fn create(api: &Api<DynamicObject>, name: &str) {
+    let mut object = DynamicObject::new(name, &databases());
+    object.data = json!({ "spec": {} });
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("create");
+}
+
+async fn wait_running(api: &Api<DynamicObject>, name: &str) {
+    eventually(Duration::from_secs(30), || async {
+        let object = api.get(name).await.ok()?;
+        (object.data["status"]["phase"] == "Running").then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("{name} did not reach Running"));
+}
+
+async fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    response
+        .starts_with("HTTP/1.1 200")
+        .then(|| {
+            response
+                .split_once("\r\n\r\n")
+                .map(|(_, body)| body.to_owned())
+        })
+        .flatten()
+}
+
+/// The value of the sample `series` (name and labels exactly as exposed).
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn the_operator_serves_its_metrics() {
+    let Some(client) = cluster::client("the_operator_serves_its_metrics").await else {
+        return;
+    };
+    install_crd(&client).await;
+    let ns = cluster::namespace(&client, "fsm-metrics").await;
+    let addr = free_port();
+    let _operator = operator(&["--namespace", &ns, "--metrics-addr", &addr.to_string()]);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &databases());
+    for name in ["a", "b"] {
+        create(&api, name).await;
+    }
+    for name in ["a", "b"] {
+        wait_running(&api, name).await;
+    }
+    let metrics = eventually(Duration::from_secs(10), || async {
+        let text = http_get(addr, "/metrics").await?;
+        (sample(
+            &text,
+            "kube_fsm_objects{machine=\"Database\",phase=\"Running\"}",
+        ) == Some(2.0))
+        .then_some(text)
+    })
+    .await
+    .expect("/metrics shows both objects Running");
+    let expect = [
+        (
+            "kube_fsm_transitions_total{machine=\"Database\",from=\"\",to=\"Provisioning\"}",
+            2.0,
+        ),
+        (
+            "kube_fsm_transitions_total{machine=\"Database\",from=\"Provisioning\",to=\"Running\"}",
+            2.0,
+        ),
+        ("kube_fsm_status_writes_total{machine=\"Database\"}", 4.0),
+        (
+            "kube_fsm_objects{machine=\"Database\",phase=\"Pending\"}",
+            0.0,
+        ),
+    ];
+    for (series, value) in expect {
+        assert_eq!(sample(&metrics, series), Some(value), "{series}\n{metrics}");
+    }
+    let workers = "controller_runtime_active_workers{controller=\"database\"}";
+    assert!(sample(&metrics, workers).is_some(), "{workers}\n{metrics}");
+    for series in [
+        "controller_runtime_reconcile_total{controller=\"database\",result=\"success\"}",
+        "controller_runtime_reconcile_time_seconds_count{controller=\"database\"}",
+        "kube_fsm_time_in_phase_seconds_count{machine=\"Database\",phase=\"Provisioning\"}",
+    ] {
+        assert!(
+            sample(&metrics, series).is_some_and(|v| v >= 1.0),
+            "{series}\n{metrics}"
+        );
+    }
+    assert_eq!(http_get(addr, "/healthz").await.as_deref(), Some("ok\n"));
+}
+
+#[tokio::test]
+async fn a_killed_leader_is_replaced_once_its_lease_expires() {
+    let Some(client) = cluster::client("a_killed_leader_is_replaced").await else {
+        return;
+    };
+    install_crd(&client).await;
+    let ns = cluster::namespace(&client, "fsm-kill").await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let holder = || async {
+        leases
+            .get("kube-fsm-examples")
+            .await
+            .ok()?
+            .spec?
+            .holder_identity
+    };
+    let replica = |identity: &'static str| {
+        let addr = free_port().to_string();
+        operator(&[
+            "--namespace",
+            &ns,
+            "--metrics-addr",
+            &addr,
+            "--leader-elect",
+            "--identity",
+            identity,
+            "--lease-duration",
+            "4",
+        ])
+    };
+    let mut a = replica("a");
+    eventually(Duration::from_secs(15), || async {
+        (holder().await? == "a").then_some(())
+    })
+    .await
+    .expect("a leads");
+    let _b = replica("b");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &databases());
+    create(&api, "before").await;
+    wait_running(&api, "before").await;
+
+    a.start_kill().expect("SIGKILL");
+    let killed = Instant::now();
+    a.wait().await.expect("reaped");
+    eventually(Duration::from_secs(15), || async {
+        (holder().await? == "b").then_some(())
+    })
+    .await
+    .expect("b takes over");
+    let took = killed.elapsed();
+    eprintln!("failover after SIGKILL of the leader: {took:?} (lease duration 4 s)");
+    // The Lease stays valid up to its duration after the last renewal; kube-lease-manager then
+    // waits up to 1 s more (random, against collisions) before taking it.
+    assert!(
+        took <= Duration::from_millis(5_500),
+        "failover took {took:?}"
+    );
+    create(&api, "after").await;
+    wait_running(&api, "after").await;
+}
