@@ -47,6 +47,8 @@ pub mod scope;
 pub mod status;
 pub mod step;
 pub mod step_plan;
+#[cfg(feature = "otlp")]
+pub mod telemetry;
 pub mod testing;
 
 pub use controller::{Operator, Stopped, owner_reference};
