@@ -57,7 +57,11 @@ impl Otlp {
             .build()?;
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
-            .with_resource(Resource::builder().with_service_name(service.to_owned()).build())
+            .with_resource(
+                Resource::builder()
+                    .with_service_name(service.to_owned())
+                    .build(),
+            )
             .build();
         Ok(Otlp { provider })
     }
@@ -109,7 +113,11 @@ mod tests {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut line = String::new();
                 reader.read_line(&mut line).unwrap();
-                let path = line.split_whitespace().nth(1).unwrap_or_default().to_owned();
+                let path = line
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned();
                 let mut length = 0;
                 loop {
                     let mut header = String::new();

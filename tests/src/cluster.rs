@@ -38,6 +38,15 @@ pub async fn client(test: &str) -> Option<Client> {
     }
 }
 
+/// What most integration tests start with: a client ([`client`]), the test CRDs installed
+/// ([`install_crds`]) and a fresh namespace named after `prefix` ([`namespace`]).
+pub async fn prepare(test: &str, prefix: &str) -> Option<(Client, String)> {
+    let client = client(test).await?;
+    install_crds(&client).await;
+    let ns = namespace(&client, prefix).await;
+    Some((client, ns))
+}
+
 static CRDS: OnceCell<()> = OnceCell::const_new();
 
 /// Installs the test CRDs once per process and waits until they are served.

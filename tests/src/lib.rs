@@ -28,6 +28,19 @@ pub mod resources {
         pub version: String,
     }
 
+    impl Database {
+        /// A Database named `name` with version 16, as most tests create it.
+        #[must_use]
+        pub fn sample(name: &str) -> Self {
+            Database::new(
+                name,
+                DatabaseSpec {
+                    version: "16".into(),
+                },
+            )
+        }
+    }
+
     /// Status of [`Database`].
     #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
     pub struct DatabaseStatus {

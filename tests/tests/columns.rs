@@ -4,28 +4,20 @@
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube_fsm_tests::cluster;
-use kube_fsm_tests::resources::{Database, DatabaseSpec};
+use kube_fsm_tests::resources::Database;
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn kubectl_get_shows_phase_and_ready_columns() {
-    let Some(client) = cluster::client("kubectl_get_shows_phase_and_ready_columns").await else {
+    let Some((client, ns)) =
+        cluster::prepare("kubectl_get_shows_phase_and_ready_columns", "fsm-columns").await
+    else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-columns").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-    api.create(
-        &PostParams::default(),
-        &Database::new(
-            "db",
-            DatabaseSpec {
-                version: "16".into(),
-            },
-        ),
-    )
-    .await
-    .expect("create");
+    api.create(&PostParams::default(), &Database::sample("db"))
+        .await
+        .expect("create");
     let status = json!({ "status": {
         "phase": "Running",
         "conditions": [{

@@ -150,25 +150,17 @@ fn scrape(registry: &Registry) -> String {
 
 #[tokio::test]
 async fn a_hand_edited_phase_is_adopted_by_default() {
-    let Some(client) = cluster::client("a_hand_edited_phase_is_adopted_by_default").await else {
+    let Some((client, ns)) =
+        cluster::prepare("a_hand_edited_phase_is_adopted_by_default", "fsm-adopt").await
+    else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-adopt").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let mut registry = Registry::default();
     let operator = start::<Database, _>(&client, &ns, Databases, &mut registry);
-    api.create(
-        &PostParams::default(),
-        &Database::new(
-            "db",
-            DatabaseSpec {
-                version: "16".into(),
-            },
-        ),
-    )
-    .await
-    .expect("create");
+    api.create(&PostParams::default(), &Database::sample("db"))
+        .await
+        .expect("create");
     wait_phase(&api, "db", "Running").await;
 
     // Running -> Provisioning is not an edge: drift. `drift: adopt` (the default) continues
@@ -186,11 +178,11 @@ async fn a_hand_edited_phase_is_adopted_by_default() {
 
 #[tokio::test]
 async fn a_hand_edited_phase_is_written_back_under_drift_revert() {
-    let Some(client) = cluster::client("a_hand_edited_phase_is_written_back").await else {
+    let Some((client, ns)) =
+        cluster::prepare("a_hand_edited_phase_is_written_back", "fsm-revert").await
+    else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-revert").await;
     let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
     let guards = Guards::default();
     let mut registry = Registry::default();
@@ -217,12 +209,14 @@ async fn a_hand_edited_phase_is_written_back_under_drift_revert() {
 
 #[tokio::test]
 async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
-    let Some(client) = cluster::client("an_undeclared_phase_neither_stalls_the_others").await
+    let Some((client, ns)) = cluster::prepare(
+        "an_undeclared_phase_neither_stalls_the_others",
+        "fsm-undeclared",
+    )
+    .await
     else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-undeclared").await;
     let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
     let mut registry = Registry::default();
     let operator = start::<Guarded, _>(&client, &ns, Guards::default(), &mut registry);

@@ -163,28 +163,21 @@ async fn wait_phase(api: &Api<Database>, name: &str, phase: &str, timeout: Durat
 }
 
 async fn create_db(api: &Api<Database>, name: &str) -> Database {
-    api.create(
-        &PostParams::default(),
-        &Database::new(
-            name,
-            DatabaseSpec {
-                version: "16".into(),
-            },
-        ),
-    )
-    .await
-    .expect("create database")
+    api.create(&PostParams::default(), &Database::sample(name))
+        .await
+        .expect("create database")
 }
 
 #[tokio::test]
 async fn objects_are_initialised_and_move_by_event_and_by_rule_with_events_recorded() {
-    let Some(client) =
-        cluster::client("objects_are_initialised_and_move_by_event_and_by_rule").await
+    let Some((client, ns)) = cluster::prepare(
+        "objects_are_initialised_and_move_by_event_and_by_rule",
+        "fsm-flow",
+    )
+    .await
     else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-flow").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let knobs = Arc::new(Knobs::default());
     let operator = start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
@@ -258,11 +251,11 @@ async fn status_writes_equal_status_changes_and_reconciles_after_convergence_wri
         }
     }
 
-    let Some(client) = cluster::client("status_writes_equal_status_changes").await else {
+    let Some((client, ns)) =
+        cluster::prepare("status_writes_equal_status_changes", "fsm-economy").await
+    else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-economy").await;
     let api: Api<Pipeline> = Api::namespaced(client.clone(), &ns);
     let patches = [
         ("resource", "pipelines"),
@@ -436,11 +429,11 @@ async fn a_conflict_never_persists_an_illegal_phase() {
 
 #[tokio::test]
 async fn cleanup_runs_and_the_finalizer_goes_only_after_it_succeeds() {
-    let Some(client) = cluster::client("cleanup_runs_and_the_finalizer_goes").await else {
+    let Some((client, ns)) =
+        cluster::prepare("cleanup_runs_and_the_finalizer_goes", "fsm-finalizer").await
+    else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-finalizer").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let knobs = Arc::new(Knobs::default());
     let operator = start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
@@ -487,11 +480,9 @@ async fn phase_timeouts_fire() {
             Ok(Next::Stay)
         }
     }
-    let Some(client) = cluster::client("phase_timeouts_fire").await else {
+    let Some((client, ns)) = cluster::prepare("phase_timeouts_fire", "fsm-timeout").await else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-timeout").await;
     let api: Api<Timer> = Api::namespaced(client.clone(), &ns);
     let operator = start::<Timer, _>(&client, &ns, Timers);
     api.create(&PostParams::default(), &Timer::new("t", TimerSpec {}))
@@ -521,11 +512,11 @@ async fn phase_timeouts_fire() {
 
 #[tokio::test]
 async fn a_restarted_controller_converges() {
-    let Some(client) = cluster::client("a_restarted_controller_converges").await else {
+    let Some((client, ns)) =
+        cluster::prepare("a_restarted_controller_converges", "fsm-restart").await
+    else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-restart").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     // The first controller hangs in Provisioning and crashes there.
     let stuck = Arc::new(Knobs {
@@ -552,11 +543,10 @@ async fn a_restarted_controller_converges() {
 
 #[tokio::test]
 async fn handler_failures_back_off_record_a_warning_and_recover() {
-    let Some(client) = cluster::client("handler_failures_back_off").await else {
+    let Some((client, ns)) = cluster::prepare("handler_failures_back_off", "fsm-failure").await
+    else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-failure").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let knobs = Arc::new(Knobs {
         fail_pending: AtomicBool::new(true),

@@ -12,7 +12,7 @@ use kube_fsm::{LeaderElection, Operator};
 use kube_fsm_tests::cluster::{self, eventually};
 use kube_fsm_tests::handlers::Databases;
 use kube_fsm_tests::operator::Running;
-use kube_fsm_tests::resources::{Database, DatabaseSpec};
+use kube_fsm_tests::resources::Database;
 
 const LEASE: &str = "database-operator";
 const DURATION: Duration = Duration::from_secs(4);
@@ -51,17 +51,9 @@ async fn wait_holder(leases: &Api<Lease>, identity: &str, timeout: Duration) -> 
 /// Creates `name` and waits until it is Running; returns the field managers that wrote its
 /// status (from `metadata.managedFields`).
 async fn status_writers(api: &Api<Database>, name: &str) -> BTreeSet<String> {
-    api.create(
-        &PostParams::default(),
-        &Database::new(
-            name,
-            DatabaseSpec {
-                version: "16".into(),
-            },
-        ),
-    )
-    .await
-    .expect("create");
+    api.create(&PostParams::default(), &Database::sample(name))
+        .await
+        .expect("create");
     let db = eventually(Duration::from_secs(30), || async {
         let db = api.get(name).await.ok()?;
         let phase = db
@@ -89,12 +81,14 @@ async fn status_writers(api: &Api<Database>, name: &str) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn only_the_leader_writes_and_another_replica_takes_over() {
-    let Some(client) = cluster::client("only_the_leader_writes_and_another_takes_over").await
+    let Some((client, ns)) = cluster::prepare(
+        "only_the_leader_writes_and_another_takes_over",
+        "fsm-leader",
+    )
+    .await
     else {
         return;
     };
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-leader").await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
 

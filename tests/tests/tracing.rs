@@ -11,7 +11,7 @@ use kube_fsm::Operator;
 use kube_fsm_tests::cluster::{self, eventually};
 use kube_fsm_tests::handlers::Databases;
 use kube_fsm_tests::operator::Running;
-use kube_fsm_tests::resources::{Database, DatabaseSpec};
+use kube_fsm_tests::resources::Database;
 use tracing::Subscriber;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -69,29 +69,20 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
 
 #[tokio::test]
 async fn each_reconcile_has_a_span_naming_the_object_and_the_transition() {
-    let Some(client) = cluster::client("each_reconcile_has_a_span").await else {
-        return;
-    };
     let capture = Capture::default();
     // A current-thread runtime: the operator's tasks run on this thread, under this subscriber.
     let _guard =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
-    cluster::install_crds(&client).await;
-    let ns = cluster::namespace(&client, "fsm-tracing").await;
+    let Some((client, ns)) = cluster::prepare("each_reconcile_has_a_span", "fsm-tracing").await
+    else {
+        return;
+    };
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let operator =
         Running::spawn(Operator::<Database, _>::new(client.clone(), Databases).namespace(&ns));
-    api.create(
-        &PostParams::default(),
-        &Database::new(
-            "db",
-            DatabaseSpec {
-                version: "16".into(),
-            },
-        ),
-    )
-    .await
-    .expect("create");
+    api.create(&PostParams::default(), &Database::sample("db"))
+        .await
+        .expect("create");
     let object = format!("Database.v1.fsm.example.com/db.{ns}");
     let moves = |spans: &[Fields]| -> Vec<(String, String, String)> {
         spans
