@@ -84,8 +84,9 @@ pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
     let client = Client::try_default().await?;
     let handlers = Handlers::new(client.clone());
     let mut registry = Registry::default();
-    let mut operator =
-        operator(client, handlers, options.namespace.as_deref()).metrics(&mut registry);
+    let metrics = kube_fsm::metrics::Metrics::default();
+    metrics.register(&mut registry);
+    let mut operator = operator(client, handlers, options.namespace.as_deref()).metrics(&metrics);
     let (addr, _server) = crate::serve::metrics(options.metrics_addr, registry).await?;
     tracing::info!(
         namespace = options.namespace.as_deref().unwrap_or("(all)"),

@@ -12,12 +12,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, controller, watcher};
 use kube::{Client, Resource};
-use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
 
 use crate::backoff::Backoff;
 use crate::leader::LeaderElection;
-use crate::metrics::{Metrics, ObjectsCollector};
+use crate::metrics::{MachineMetrics, Metrics};
 use crate::reconcile::{Engine, EngineConfig, Reconciled};
 use crate::scope::ScopedApi;
 
@@ -45,7 +44,7 @@ pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 's
     config: EngineConfig,
     wiring: Vec<Wiring<K>>,
     shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<MachineMetrics>,
     store: Arc<OnceLock<Store<K>>>,
     leader: Option<LeaderElection>,
 }
@@ -79,7 +78,7 @@ where
             config: EngineConfig::default(),
             wiring: Vec::new(),
             shutdown: None,
-            metrics: Arc::new(Metrics::new::<K>()),
+            metrics: Arc::new(Metrics::default().for_machine::<K>(Arc::new(OnceLock::new()))),
             store: Arc::new(OnceLock::new()),
             leader: None,
         }
@@ -135,13 +134,11 @@ where
         self
     }
 
-    /// Registers the controller's metrics (see [`crate::metrics`]) in `registry`.
+    /// Records this controller's metrics (see [`crate::metrics`]) into `metrics`, which may
+    /// serve several controllers; register it in a registry once.
     #[must_use]
-    pub fn metrics(self, registry: &mut Registry) -> Self {
-        self.metrics.register(registry);
-        registry.register_collector(Box::new(ObjectsCollector {
-            store: self.store.clone(),
-        }));
+    pub fn metrics(mut self, metrics: &Metrics) -> Self {
+        self.metrics = Arc::new(metrics.for_machine(self.store.clone()));
         self
     }
 

@@ -17,10 +17,20 @@
 //! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `reset`) |
 //!
 //! `controller` is the kind in lower case (controller-runtime's default name), `machine` the
-//! kind. Register them with [`crate::Operator::metrics`] and serve the registry with
-//! `prometheus_client::encoding::text::encode`.
+//! kind. One [`Metrics`] serves every controller of a process (each adds its labels):
+//!
+//! ```no_run
+//! # fn demo<K, H>(a: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H>
+//! # where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+//! let mut registry = prometheus_client::registry::Registry::default();
+//! let metrics = kube_fsm::metrics::Metrics::default();
+//! metrics.register(&mut registry); // once
+//! let a = a.metrics(&metrics); // and so on for each Operator
+//! // serve `registry` with prometheus_client::encoding::text::encode
+//! # a }
+//! ```
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use kube::Resource;
@@ -101,11 +111,9 @@ impl ReconcileResult {
     }
 }
 
-/// The metrics of one machine's controller. Always recorded; exported once registered.
+/// The metric families, shared by every controller that records into them.
 #[derive(Debug)]
-pub struct Metrics {
-    controller: String,
-    machine: &'static str,
+struct Families {
     reconciles: Family<ResultLabels, Counter>,
     errors: Family<ControllerLabels, Counter>,
     reconcile_time: Histograms<ControllerLabels>,
@@ -117,15 +125,12 @@ pub struct Metrics {
     conflicts: Family<MachineLabels, Counter>,
     vetoed: Family<EdgeLabels, Counter>,
     drift: Family<DriftLabels, Counter>,
+    objects: ObjectsCollector,
 }
 
-impl Metrics {
-    /// The metrics of the controller of `K`.
-    pub fn new<K: StateMachine>() -> Self {
-        let machine = K::machine().kind;
-        Metrics {
-            controller: machine.to_lowercase(),
-            machine,
+impl Default for Families {
+    fn default() -> Self {
+        Families {
             reconciles: Family::default(),
             errors: Family::default(),
             reconcile_time: Family::new_with_constructor(reconcile_buckets),
@@ -137,69 +142,126 @@ impl Metrics {
             conflicts: Family::default(),
             vetoed: Family::default(),
             drift: Family::default(),
+            objects: ObjectsCollector::default(),
         }
     }
+}
 
-    /// Registers every metric in `registry` (names without a prefix of their own).
+/// The metrics of the controllers of a process: register once, give to every
+/// [`crate::Operator`]. Cloning shares the families.
+#[derive(Clone, Debug, Default)]
+pub struct Metrics(Arc<Families>);
+
+impl Metrics {
+    /// Registers every metric in `registry` (once per registry).
     pub fn register(&self, registry: &mut Registry) {
+        let f = &self.0;
         let r = registry;
         r.register(
             "controller_runtime_reconcile",
             "Reconciliations per controller and result",
-            self.reconciles.clone(),
+            f.reconciles.clone(),
         );
         r.register(
             "controller_runtime_reconcile_errors",
             "Reconciliations that returned an error",
-            self.errors.clone(),
+            f.errors.clone(),
         );
         r.register(
             "controller_runtime_reconcile_time_seconds",
             "Time per reconciliation",
-            self.reconcile_time.clone(),
+            f.reconcile_time.clone(),
         );
         r.register(
             "controller_runtime_active_workers",
             "Reconciliations running now",
-            self.active_workers.clone(),
+            f.active_workers.clone(),
         );
         r.register(
             "kube_fsm_transitions",
             "Phase transitions written, by source and target phase",
-            self.transitions.clone(),
+            f.transitions.clone(),
         );
         r.register(
             "kube_fsm_time_in_phase_seconds",
             "Time objects spent in a phase, observed when they leave it",
-            self.time_in_phase.clone(),
+            f.time_in_phase.clone(),
         );
         r.register(
             "kube_fsm_reconcile_duration_seconds",
             "Time per reconciliation, by the phase it ran in",
-            self.phase_reconcile_time.clone(),
+            f.phase_reconcile_time.clone(),
         );
         r.register(
             "kube_fsm_status_writes",
             "Status writes that the API server accepted",
-            self.status_writes.clone(),
+            f.status_writes.clone(),
         );
         r.register(
             "kube_fsm_status_conflicts",
             "Status writes refused with 409 Conflict (each is re-read and redone)",
-            self.conflicts.clone(),
+            f.conflicts.clone(),
         );
         r.register(
             "kube_fsm_vetoed_transitions",
             "Transitions refused by before_transition",
-            self.vetoed.clone(),
+            f.vetoed.clone(),
         );
         r.register(
             "kube_fsm_drift",
             "Stored phases this controller did not write and that do not follow its last one",
-            self.drift.clone(),
+            f.drift.clone(),
         );
+        r.register_collector(Box::new(f.objects.clone()));
     }
 
+    /// The handle through which the controller of `K` records, counting the objects of
+    /// `store` (its cache, once it runs) for `kube_fsm_objects`.
+    pub(crate) fn for_machine<K>(&self, store: Arc<OnceLock<Store<K>>>) -> MachineMetrics
+    where
+        K: Resource<DynamicType = ()> + StateMachine + Clone + Send + Sync + 'static,
+    {
+        let machine = K::machine();
+        self.0.objects.add(move |family| {
+            for phase in machine.phases {
+                let _ = family.get_or_create(&PhaseLabels::new(machine.kind, phase.name));
+            }
+            for object in store.get().map(Store::state).unwrap_or_default() {
+                let phase = object
+                    .machine_status()
+                    .and_then(|s| s.phase.as_ref())
+                    .map_or("", |p| p.as_str());
+                family
+                    .get_or_create(&PhaseLabels::new(machine.kind, phase))
+                    .inc();
+            }
+        });
+        MachineMetrics {
+            families: self.0.clone(),
+            controller: machine.kind.to_lowercase(),
+            machine: machine.kind,
+        }
+    }
+}
+
+impl PhaseLabels {
+    fn new(machine: &'static str, phase: &str) -> Self {
+        PhaseLabels {
+            machine,
+            phase: phase.to_owned(),
+        }
+    }
+}
+
+/// One controller's view of [`Metrics`]: the families plus its `controller`/`machine` labels.
+#[derive(Debug)]
+pub struct MachineMetrics {
+    families: Arc<Families>,
+    controller: String,
+    machine: &'static str,
+}
+
+impl MachineMetrics {
     fn controller(&self) -> ControllerLabels {
         ControllerLabels {
             controller: self.controller.clone(),
@@ -214,38 +276,40 @@ impl Metrics {
 
     /// Counts a running reconcile until the guard is dropped.
     pub fn worker(self: &Arc<Self>) -> WorkerGuard {
-        self.active_workers.get_or_create(&self.controller()).inc();
+        self.families
+            .active_workers
+            .get_or_create(&self.controller())
+            .inc();
         WorkerGuard(self.clone())
     }
 
     /// Records a finished reconcile that ran in `phase`.
     pub fn reconciled(&self, result: ReconcileResult, took: Duration, phase: Option<&str>) {
+        let f = &self.families;
         let controller = self.controller();
-        self.reconciles
+        f.reconciles
             .get_or_create(&ResultLabels {
                 controller: controller.controller.clone(),
                 result: result.label(),
             })
             .inc();
         if result == ReconcileResult::Error {
-            self.errors.get_or_create(&controller).inc();
+            f.errors.get_or_create(&controller).inc();
         }
-        self.reconcile_time
+        f.reconcile_time
             .get_or_create(&controller)
             .observe(took.as_secs_f64());
         if let Some(phase) = phase {
-            self.phase_reconcile_time
-                .get_or_create(&PhaseLabels {
-                    machine: self.machine,
-                    phase: phase.to_owned(),
-                })
+            f.phase_reconcile_time
+                .get_or_create(&PhaseLabels::new(self.machine, phase))
                 .observe(took.as_secs_f64());
         }
     }
 
     /// Records a written transition; `stayed` is the time spent in `from`, when known.
     pub fn transition(&self, from: Option<&str>, to: &'static str, stayed: Option<Duration>) {
-        self.transitions
+        self.families
+            .transitions
             .get_or_create(&EdgeLabels {
                 machine: self.machine,
                 from: from.unwrap_or_default().to_owned(),
@@ -253,28 +317,30 @@ impl Metrics {
             })
             .inc();
         if let (Some(from), Some(stayed)) = (from, stayed) {
-            self.time_in_phase
-                .get_or_create(&PhaseLabels {
-                    machine: self.machine,
-                    phase: from.to_owned(),
-                })
+            self.families
+                .time_in_phase
+                .get_or_create(&PhaseLabels::new(self.machine, from))
                 .observe(stayed.as_secs_f64());
         }
     }
 
     /// Records an accepted status write.
     pub fn status_written(&self) {
-        self.status_writes.get_or_create(&self.machine()).inc();
+        self.families
+            .status_writes
+            .get_or_create(&self.machine())
+            .inc();
     }
 
     /// Records a status write refused with 409 Conflict.
     pub fn conflict(&self) {
-        self.conflicts.get_or_create(&self.machine()).inc();
+        self.families.conflicts.get_or_create(&self.machine()).inc();
     }
 
     /// Records a transition refused by `before_transition`.
     pub fn vetoed(&self, from: &str, to: &'static str) {
-        self.vetoed
+        self.families
+            .vetoed
             .get_or_create(&EdgeLabels {
                 machine: self.machine,
                 from: from.to_owned(),
@@ -285,7 +351,8 @@ impl Metrics {
 
     /// Records drift and what was done about it.
     pub fn drift(&self, action: &'static str) {
-        self.drift
+        self.families
+            .drift
             .get_or_create(&DriftLabels {
                 machine: self.machine,
                 action,
@@ -296,56 +363,50 @@ impl Metrics {
 
 /// Decrements `controller_runtime_active_workers` when dropped.
 #[derive(Debug)]
-pub struct WorkerGuard(Arc<Metrics>);
+pub struct WorkerGuard(Arc<MachineMetrics>);
 
 impl Drop for WorkerGuard {
     fn drop(&mut self) {
         self.0
+            .families
             .active_workers
             .get_or_create(&self.0.controller())
             .dec();
     }
 }
 
-/// `kube_fsm_objects{machine,phase}`: objects per phase, counted in the controller's cache at
+type ObjectSource = Box<dyn Fn(&Family<PhaseLabels, Gauge>) + Send + Sync>;
+
+/// `kube_fsm_objects{machine,phase}`: objects per phase, counted in each controller's cache at
 /// scrape time (so deletions need no bookkeeping). Every declared phase is reported, at 0 when
 /// empty; an object without a phase yet counts under `phase=""`.
-pub(crate) struct ObjectsCollector<K: Resource<DynamicType = ()> + 'static> {
-    pub(crate) store: Arc<OnceLock<Store<K>>>,
+#[derive(Clone, Default)]
+struct ObjectsCollector(Arc<Mutex<Vec<ObjectSource>>>);
+
+impl ObjectsCollector {
+    fn add(&self, source: impl Fn(&Family<PhaseLabels, Gauge>) + Send + Sync + 'static) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Box::new(source));
+    }
 }
 
-impl<K: Resource<DynamicType = ()>> std::fmt::Debug for ObjectsCollector<K> {
+impl std::fmt::Debug for ObjectsCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ObjectsCollector").finish_non_exhaustive()
     }
 }
 
-impl<K> Collector for ObjectsCollector<K>
-where
-    K: Resource<DynamicType = ()> + StateMachine + Clone + Send + Sync + 'static,
-{
+impl Collector for ObjectsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let machine = K::machine();
         let family = Family::<PhaseLabels, Gauge>::default();
-        let labels = |phase: &str| PhaseLabels {
-            machine: machine.kind,
-            phase: phase.to_owned(),
-        };
-        for phase in machine.phases {
-            let _ = family.get_or_create(&labels(phase.name));
-        }
-        if let Some(store) = self.store.get() {
-            for object in store.state() {
-                let phase = object
-                    .machine_status()
-                    .and_then(|s| s.phase.as_ref())
-                    .map_or("", |p| p.as_str());
-                family.get_or_create(&labels(phase)).inc();
-            }
+        for source in self.0.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            source(&family);
         }
         let metric = encoder.encode_descriptor(
             "kube_fsm_objects",
-            "Objects per phase, in the controller's cache",
+            "Objects per phase, in the controllers' caches",
             None,
             family.metric_type(),
         )?;

@@ -24,7 +24,7 @@ use crate::decide::{IllegalTransition, Transition};
 use crate::drift::{Drift, Remedy};
 use crate::finalizer::Gate;
 use crate::machine::Phase;
-use crate::metrics::{Metrics, ReconcileResult};
+use crate::metrics::{MachineMetrics, ReconcileResult};
 use crate::scope::ScopedApi;
 use crate::status::PhaseValue;
 use crate::step_plan::{self, Plan, StepError};
@@ -125,7 +125,7 @@ pub struct Engine<K: Resource<DynamicType = ()> + crate::StateMachine, H> {
     pub(crate) handler: H,
     recorder: Recorder,
     config: EngineConfig,
-    metrics: Arc<Metrics>,
+    metrics: Arc<MachineMetrics>,
     /// The resourceVersions our writes were based on, per object: while the cache still shows
     /// one of them it is stale (our write has not arrived yet), and acting on it would redo the
     /// step and collide with our own write. Forgotten once the cache shows another version.
@@ -158,7 +158,7 @@ where
         namespace: Option<String>,
         handler: H,
         config: EngineConfig,
-        metrics: Arc<Metrics>,
+        metrics: Arc<MachineMetrics>,
     ) -> Self {
         let recorder = Recorder::new(client.clone(), config.reporter.clone().into());
         Engine {

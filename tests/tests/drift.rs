@@ -87,7 +87,7 @@ where
         Operator::<K, H>::new(client.clone(), handler)
             .namespace(namespace)
             .backoff(Duration::from_millis(200), Duration::from_secs(2))
-            .metrics(registry),
+            .metrics(&metrics(registry)),
     )
 }
 
@@ -140,6 +140,12 @@ async fn drift_event(client: &Client, ns: &str, text: &str) {
     })
     .await;
     assert!(found.is_some(), "no PhaseDrift event saying {text:?}");
+}
+
+fn metrics(registry: &mut Registry) -> kube_fsm::metrics::Metrics {
+    let metrics = kube_fsm::metrics::Metrics::default();
+    metrics.register(registry);
+    metrics
 }
 
 fn scrape(registry: &Registry) -> String {
