@@ -161,6 +161,29 @@ async fn the_operator_serves_its_metrics() {
         );
     }
     assert_eq!(http_get(addr, "/healthz").await.as_deref(), Some("ok\n"));
+
+    // `kubectl get databases`: the API server's Table rendering of the example's CRD.
+    let request = http::Request::get(format!(
+        "/apis/example.kube-fsm.dev/v1/namespaces/{ns}/databases"
+    ))
+    .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+    .body(Vec::new())
+    .expect("request");
+    let table: serde_json::Value =
+        serde_json::from_str(&client.request_text(request).await.expect("table")).expect("json");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .expect("a Table")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(columns, ["Name", "Phase", "Ready", "Age"]);
+    for row in table["rows"].as_array().expect("rows") {
+        assert_eq!(
+            (&row["cells"][1], &row["cells"][2]),
+            (&json!("Running"), &json!("True"))
+        );
+    }
 }
 
 #[tokio::test]

@@ -245,7 +245,7 @@ where
 pub enum Stopped {
     /// The shutdown signal came.
     Signal,
-    /// Another replica holds the Lease now (see [`Operator::leader_election`]).
+    /// This replica lost the Lease (see [`Operator::leader_election`]).
     LeaseLost,
 }
 
