@@ -138,6 +138,34 @@ pub async fn namespace(client: &Client, prefix: &str) -> String {
     name
 }
 
+/// The stored `status.phase` of `object`, declared or not.
+pub fn phase_of<K: kube_fsm::StateMachine>(object: &K) -> Option<String> {
+    Some(object.machine_status()?.phase.as_ref()?.as_str().to_owned())
+}
+
+/// Waits up to 30 s until the object `name` is in `phase`, and returns it.
+///
+/// # Panics
+/// When it does not get there, naming the phase it is in.
+pub async fn wait_phase<K>(api: &Api<K>, name: &str, phase: &str) -> K
+where
+    K: kube_fsm::StateMachine + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(Duration::from_secs(30), || async {
+        api.get(name)
+            .await
+            .ok()
+            .filter(|o| phase_of(o).as_deref() == Some(phase))
+    })
+    .await
+    .unwrap_or_else(|| {
+        let now = futures::executor::block_on(api.get(name))
+            .ok()
+            .and_then(|o| phase_of(&o));
+        panic!("{name} did not reach {phase}; it is {now:?}")
+    })
+}
+
 /// Polls `check` every 100 ms until it returns `Some` or `timeout` passes.
 pub async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where

@@ -11,8 +11,8 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
 use kube_fsm::conditions::ConditionError;
 use kube_fsm::drift::{Drift, Remedy};
-use kube_fsm::{DriftPolicy, Next, Operator, PhaseValue, StateMachine, Step};
-use kube_fsm_tests::cluster::{self, eventually};
+use kube_fsm::{DriftPolicy, Next, Operator, PhaseValue, Step};
+use kube_fsm_tests::cluster::{self, eventually, wait_phase};
 use kube_fsm_tests::handlers::Databases;
 use kube_fsm_tests::operator::Running;
 use kube_fsm_tests::resources::*;
@@ -89,24 +89,6 @@ where
             .backoff(Duration::from_millis(200), Duration::from_secs(2))
             .metrics(&metrics(registry)),
     )
-}
-
-fn phase<K: StateMachine>(object: &K) -> Option<String> {
-    Some(object.machine_status()?.phase.as_ref()?.as_str().to_owned())
-}
-
-async fn wait_phase<K>(api: &Api<K>, name: &str, want: &str) -> K
-where
-    K: StateMachine + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    eventually(Duration::from_secs(30), || async {
-        api.get(name)
-            .await
-            .ok()
-            .filter(|o| phase(o).as_deref() == Some(want))
-    })
-    .await
-    .unwrap_or_else(|| panic!("{name} did not reach {want}"))
 }
 
 /// Edits `status.phase` by hand, as `kubectl edit --subresource=status` would.

@@ -10,7 +10,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_fsm::{Cleanup, Next, Operator, PhaseValue, Step};
-use kube_fsm_tests::cluster::{self, eventually};
+use kube_fsm_tests::cluster::{self, eventually, phase_of, wait_phase};
 use kube_fsm_tests::operator::Running;
 use kube_fsm_tests::resources::*;
 use serde_json::json;
@@ -132,36 +132,6 @@ where
     )
 }
 
-fn phase_of(db: &Database) -> Option<String> {
-    Some(
-        db.status
-            .as_ref()?
-            .machine
-            .phase
-            .as_ref()?
-            .as_str()
-            .to_owned(),
-    )
-}
-
-async fn wait_phase(api: &Api<Database>, name: &str, phase: &str, timeout: Duration) -> Database {
-    eventually(timeout, || async {
-        api.get(name)
-            .await
-            .ok()
-            .filter(|db| phase_of(db).as_deref() == Some(phase))
-    })
-    .await
-    .unwrap_or_else(|| {
-        panic!(
-            "{name} did not reach {phase}; it is {:?}",
-            futures::executor::block_on(api.get(name))
-                .ok()
-                .and_then(|d| phase_of(&d))
-        )
-    })
-}
-
 async fn create_db(api: &Api<Database>, name: &str) -> Database {
     api.create(&PostParams::default(), &Database::sample(name))
         .await
@@ -183,7 +153,7 @@ async fn objects_are_initialised_and_move_by_event_and_by_rule_with_events_recor
     let operator = start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
 
     create_db(&api, "db").await;
-    let db = wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
+    let db = wait_phase(&api, "db", "Running").await;
     let status = &db.status.as_ref().unwrap().machine;
     assert_eq!(status.observed_generation, db.metadata.generation);
     assert!(status.last_phase_transition_time.is_some());
@@ -438,7 +408,7 @@ async fn cleanup_runs_and_the_finalizer_goes_only_after_it_succeeds() {
     let knobs = Arc::new(Knobs::default());
     let operator = start::<Database, _>(&client, &ns, DbHandler(knobs.clone()));
     create_db(&api, "db").await;
-    wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
+    wait_phase(&api, "db", "Running").await;
 
     api.delete("db", &DeleteParams::default())
         .await
@@ -537,7 +507,7 @@ async fn a_restarted_controller_converges() {
     );
 
     let second = start::<Database, _>(&client, &ns, DbHandler(Arc::new(Knobs::default())));
-    wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
+    wait_phase(&api, "db", "Running").await;
     second.stop().await;
 }
 
@@ -574,6 +544,6 @@ async fn handler_failures_back_off_record_a_warning_and_recover() {
     assert!(warning.note.unwrap_or_default().contains("unreachable"));
 
     knobs.fail_pending.store(false, Ordering::SeqCst);
-    wait_phase(&api, "db", "Running", Duration::from_secs(30)).await;
+    wait_phase(&api, "db", "Running").await;
     operator.stop().await;
 }
