@@ -235,6 +235,7 @@ where
             self.handler,
             self.config,
             self.metrics,
+            self.store,
         );
         (controller, Arc::new(engine))
     }

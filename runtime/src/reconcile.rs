@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -134,6 +134,8 @@ pub struct Engine<K: Resource<DynamicType = ()> + crate::StateMachine, H> {
     /// neither it nor one of its successors is drift. Empty after a restart.
     accepted: Mutex<HashMap<ObjectRef<K>, K::Phase>>,
     failures: FailureCounts<ObjectRef<K>>,
+    /// The controller's cache, to forget objects that left it (see [`Engine::prune`]).
+    cache: Arc<OnceLock<Store<K>>>,
 }
 
 impl<K: Resource<DynamicType = ()> + crate::StateMachine, H> Debug for Engine<K, H> {
@@ -159,6 +161,7 @@ where
         handler: H,
         config: EngineConfig,
         metrics: Arc<MachineMetrics>,
+        cache: Arc<OnceLock<Store<K>>>,
     ) -> Self {
         let recorder = Recorder::new(client.clone(), config.reporter.clone().into());
         Engine {
@@ -171,6 +174,7 @@ where
             based_on: Mutex::new(HashMap::new()),
             accepted: Mutex::new(HashMap::new()),
             failures: FailureCounts::default(),
+            cache,
         }
     }
 
@@ -239,7 +243,30 @@ where
                     .await;
             }
         }
+        engine.prune();
         result.map(|requeue| requeue.map_or_else(Action::await_change, Action::requeue))
+    }
+
+    /// Forgets what the engine remembers about objects that left the cache: kube's
+    /// `Controller` does not reconcile a deletion, so an object deleted without a finalizer
+    /// would be remembered forever. Runs only when the memory has grown past twice the cache
+    /// (plus slack), so it costs nothing per reconcile in the steady state.
+    fn prune(&self) {
+        let Some(cache) = self.cache.get() else {
+            return;
+        };
+        let live = |key: &ObjectRef<K>| cache.get(key).is_some();
+        let limit = 2 * cache.len() + 64;
+        forget_gone(
+            &mut self.accepted.lock().unwrap_or_else(PoisonError::into_inner),
+            limit,
+            live,
+        );
+        forget_gone(
+            &mut self.based_on.lock().unwrap_or_else(PoisonError::into_inner),
+            limit,
+            live,
+        );
     }
 
     /// The error policy given to kube's `Controller::run`: per-object exponential backoff.
@@ -567,5 +594,38 @@ where
         if let Err(err) = self.recorder.publish(&event, &object.object_ref(&())).await {
             tracing::warn!(object = %object.name_any(), %err, "could not record event");
         }
+    }
+}
+
+/// Keeps only the live keys of `memory`, once it holds more than `limit` of them.
+fn forget_gone<K, V>(
+    memory: &mut HashMap<ObjectRef<K>, V>,
+    limit: usize,
+    live: impl Fn(&ObjectRef<K>) -> bool,
+) where
+    K: Resource<DynamicType = ()>,
+{
+    if memory.len() > limit {
+        memory.retain(|key, _| live(key));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    #[test]
+    fn memory_of_objects_gone_from_the_cache_is_dropped_past_the_limit() {
+        let key = |i: usize| ObjectRef::<ConfigMap>::new(&format!("cm-{i}")).within("ns");
+        let mut memory: HashMap<_, ()> = (0..10).map(|i| (key(i), ())).collect();
+        let live = |k: &ObjectRef<ConfigMap>| k.name.ends_with(['0', '1']);
+        forget_gone(&mut memory, 10, live);
+        assert_eq!(memory.len(), 10, "at the limit: untouched");
+        forget_gone(&mut memory, 9, live);
+        let mut kept: Vec<_> = memory.keys().map(|k| k.name.clone()).collect();
+        kept.sort();
+        assert_eq!(kept, ["cm-0", "cm-1"]);
     }
 }
