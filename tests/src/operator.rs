@@ -4,6 +4,21 @@ use kube_fsm::Operator;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// An operator for `K` in `namespace`, with a short backoff (tests want quick retries).
+pub fn in_namespace<K, H>(client: &kube::Client, namespace: &str, handler: H) -> Operator<K, H>
+where
+    K: kube_fsm::reconcile::Reconciled<H>,
+    K::Scope: kube_fsm::scope::ScopedApi,
+    H: Send + Sync + 'static,
+{
+    Operator::<K, H>::new(client.clone(), handler)
+        .namespace(namespace)
+        .backoff(
+            std::time::Duration::from_millis(200),
+            std::time::Duration::from_secs(2),
+        )
+}
+
 /// A running operator; dropping it does not stop it, `stop`/`crash` do.
 #[derive(Debug)]
 pub struct Running {

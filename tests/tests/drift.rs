@@ -11,10 +11,10 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
 use kube_fsm::conditions::ConditionError;
 use kube_fsm::drift::{Drift, Remedy};
-use kube_fsm::{DriftPolicy, Next, Operator, PhaseValue, Step};
+use kube_fsm::{DriftPolicy, Next, PhaseValue, Step};
 use kube_fsm_tests::cluster::{self, eventually, wait_phase};
 use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::operator::Running;
+use kube_fsm_tests::operator::{self, Running};
 use kube_fsm_tests::resources::*;
 use prometheus_client::registry::Registry;
 use serde_json::json;
@@ -84,10 +84,7 @@ where
     H: Send + Sync + 'static,
 {
     Running::spawn(
-        Operator::<K, H>::new(client.clone(), handler)
-            .namespace(namespace)
-            .backoff(Duration::from_millis(200), Duration::from_secs(2))
-            .metrics(&metrics(registry)),
+        operator::in_namespace::<K, H>(client, namespace, handler).metrics(&metrics(registry)),
     )
 }
 

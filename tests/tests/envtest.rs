@@ -9,9 +9,9 @@ use std::time::Duration;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use kube_fsm::{Cleanup, Next, Operator, PhaseValue, Step};
+use kube_fsm::{Cleanup, Next, PhaseValue, Step};
 use kube_fsm_tests::cluster::{self, eventually, phase_of, wait_phase};
-use kube_fsm_tests::operator::Running;
+use kube_fsm_tests::operator::{self, Running};
 use kube_fsm_tests::resources::*;
 use serde_json::json;
 use tokio::sync::Notify;
@@ -125,11 +125,7 @@ where
     K::Scope: kube_fsm::scope::ScopedApi,
     H: Send + Sync + 'static,
 {
-    Running::spawn(
-        Operator::<K, H>::new(client.clone(), handler)
-            .namespace(namespace)
-            .backoff(Duration::from_millis(200), Duration::from_secs(2)),
-    )
+    Running::spawn(operator::in_namespace::<K, H>(client, namespace, handler))
 }
 
 async fn create_db(api: &Api<Database>, name: &str) -> Database {
