@@ -334,6 +334,7 @@ fn machine_data(machine: &Machine, target: &Target<'_>) -> TokenStream {
             finalizer: #finalizer,
             ready: #ready,
             drift: #drift,
+            retired: &[],
             mermaid: #mermaid,
             dot: #dot,
             cel_phase_rule: #cel_phase_rule,

@@ -1,9 +1,7 @@
 //! Per-object exponential backoff with jitter for failed reconciles, reset on success
-//! (kube's Controller retries errors at whatever the error policy returns; it keeps no state).
+//! (kube's Controller retries errors at whatever the error policy returns; it keeps no state:
+//! the counts live in the engine's per-object memory).
 
-use std::collections::HashMap;
-use std::hash::Hash;
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Backoff settings: the first delay doubles per consecutive failure up to `max`, then each
@@ -39,40 +37,10 @@ impl Backoff {
         let ceiling = self.ceiling(failures);
         ceiling / 2 + ceiling.mul_f64(unit.clamp(0.0, 1.0) / 2.0)
     }
-}
 
-/// Consecutive failure counts per object.
-#[derive(Debug)]
-pub struct FailureCounts<Key> {
-    counts: Mutex<HashMap<Key, u32>>,
-}
-
-impl<Key> Default for FailureCounts<Key> {
-    fn default() -> Self {
-        FailureCounts {
-            counts: Mutex::new(HashMap::new()),
-        }
-    }
-}
-
-impl<Key: Eq + Hash> FailureCounts<Key> {
-    /// Records a failure and returns the count so far.
-    pub fn fail(&self, key: Key) -> u32 {
-        let mut counts = self
-            .counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let count = counts.entry(key).or_insert(0);
-        *count = count.saturating_add(1);
-        *count
-    }
-
-    /// Forgets the failures of `key` (after a success).
-    pub fn reset(&self, key: &Key) {
-        self.counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(key);
+    /// The delay for `failures`, with a random draw.
+    pub fn jittered(&self, failures: u32) -> Duration {
+        self.delay(failures, fastrand::f64())
     }
 }
 
@@ -99,15 +67,5 @@ mod tests {
             Duration::from_secs(4),
             "the draw is clamped to [0, 1]"
         );
-    }
-
-    #[test]
-    fn counts_reset_on_success() {
-        let f = FailureCounts::default();
-        assert_eq!(f.fail("a"), 1);
-        assert_eq!(f.fail("a"), 2);
-        assert_eq!(f.fail("b"), 1);
-        f.reset(&"a");
-        assert_eq!(f.fail("a"), 1);
     }
 }

@@ -34,9 +34,7 @@ impl<P: Phase> Position<P> {
     /// phase the spec does not declare also restarts there (and is reported as drift).
     pub fn of(status: Option<&MachineStatus<P>>) -> Self {
         let stored = status.and_then(|s| s.phase.clone());
-        let entered_at = status
-            .and_then(|s| s.last_phase_transition_time.as_ref())
-            .map(|t| t.0);
+        let entered_at = status.and_then(MachineStatus::entered_at);
         let initial = P::initial();
         match &stored {
             Some(PhaseValue::Known(phase)) => Position {
@@ -80,9 +78,15 @@ pub struct IllegalTransition {
     pub to: &'static str,
 }
 
+/// Time from `since` to `now`: zero if `since` is later, saturated at the longest `Duration`
+/// of nanoseconds (584 years) if it is further back, so an absurd entry time makes a timeout
+/// due rather than disabling it.
 fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     let nanos = now.as_nanosecond().saturating_sub(since.as_nanosecond());
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
+    if nanos <= 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 /// The timeout of `phase`, if it is due at `now`: its target and reason.
@@ -134,8 +138,9 @@ pub fn choose<P: Phase>(
     }
 }
 
-/// The status after a step. The phase entry time moves only when the phase is (re)entered,
-/// so a step that changes nothing produces a status equal to the stored one.
+/// The status after a step. The phase entry time moves only when the phase is (re)entered, or
+/// when the recorded time belongs to another phase (someone else moved the phase: its clock
+/// starts now), so a step that changes nothing produces a status equal to the stored one.
 pub fn next_status<P: Phase>(
     stored: Option<&MachineStatus<P>>,
     position: &Position<P>,
@@ -148,11 +153,13 @@ pub fn next_status<P: Phase>(
         (None, true, Some(at)) => Time(at),
         _ => truncate(now),
     };
+    let phase = to.unwrap_or(position.phase);
     MachineStatus {
-        phase: Some(PhaseValue::Known(to.unwrap_or(position.phase))),
+        phase: Some(PhaseValue::Known(phase)),
         conditions,
         observed_generation: generation.or_else(|| stored.and_then(|s| s.observed_generation)),
         last_phase_transition_time: Some(entered),
+        entered_phase: Some(PhaseValue::Known(phase)),
     }
 }
 
@@ -171,16 +178,18 @@ pub fn needs_write<P: Phase>(stored: Option<&MachineStatus<P>>, new: &MachineSta
                 && a.last_transition_time.0.as_second() == b.last_transition_time.0.as_second()
         });
     stored.phase != new.phase
+        || stored.entered_phase != new.entered_phase
         || stored.observed_generation != new.observed_generation
         || seconds(&stored.last_phase_transition_time) != seconds(&new.last_phase_transition_time)
         || !conditions_equal
 }
 
 /// When to reconcile again: the handler's request, else the phase's `requeueAfter`; never later
-/// than the phase's timeout. `None` waits for a change.
+/// than the phase's timeout, counted from `entered_at` (`None`: no timeout to wait for, e.g.
+/// because it was vetoed and the engine retries it with backoff). `None` waits for a change.
 pub fn requeue<P: Phase>(
     phase: P,
-    entered_at: Timestamp,
+    entered_at: Option<Timestamp>,
     handler: Option<Duration>,
     now: Timestamp,
 ) -> Option<Duration> {
@@ -189,7 +198,7 @@ pub fn requeue<P: Phase>(
         return None;
     }
     let periodic = handler.or(data.requeue_after_ms.map(Duration::from_millis));
-    let to_timeout = data.timeout.as_ref().map(|t| {
+    let to_timeout = data.timeout.as_ref().zip(entered_at).map(|(t, entered_at)| {
         // Wake a moment after the deadline so the timeout is due when we look.
         Duration::from_millis(t.after_ms).saturating_sub(elapsed(entered_at, now))
             + Duration::from_secs(1)

@@ -1,21 +1,23 @@
-//! The spec's finalizer (DESIGN §4 step 1): added before any phase handler runs; on deletion,
-//! `cleanup` until it reports done, then removed, locked on the resourceVersion read.
+//! The spec's finalizer: added before any phase handler runs; on deletion, `cleanup` until it
+//! reports done, then removed. Both writes are locked on the resourceVersion read; a conflict
+//! sends the whole attempt back to a fresh read (the object may be gone, or its finalizers
+//! changed), and a 404 means there is nothing left to do.
 
-use std::time::Duration;
-
-use kube::api::Patch;
-use kube::{Api, ResourceExt};
+use kube::api::Api;
+use kube::runtime::events::EventType;
+use kube::ResourceExt;
 
 use crate::next::Cleanup;
-use crate::reconcile::{Engine, ReconcileError, Reconciled};
+use crate::reconcile::{Attempt, Engine, ReconcileError, Reconciled};
 use crate::scope::ScopedApi;
+use crate::write::Write;
 
 /// What the finalizer step leaves to do.
 pub(crate) enum Gate<K> {
     /// Go on with the phase step on this object.
     Proceed(K),
-    /// Stop here; reconcile again after this long, or on the next change (`None`).
-    Done(Option<Duration>),
+    /// Stop this attempt here.
+    Stop(Attempt),
 }
 
 impl<K, H> Engine<K, H>
@@ -32,53 +34,50 @@ where
         finalizer: &str,
     ) -> Result<Gate<K>, ReconcileError> {
         let present = object.finalizers().iter().any(|f| f == finalizer);
-        if object.meta().deletion_timestamp.is_some() {
-            if !present {
-                return Ok(Gate::Done(None));
+        if object.meta().deletion_timestamp.is_none() {
+            if present {
+                return Ok(Gate::Proceed(object));
             }
-            let cleanup = K::cleanup(&self.handler, &object)
-                .await
-                .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
-            if let Cleanup::Pending(after) = cleanup {
-                return Ok(Gate::Done(Some(after)));
-            }
-            let rest: Vec<&String> = object
-                .finalizers()
-                .iter()
-                .filter(|f| *f != finalizer)
-                .collect();
-            match self.patch_finalizers(api, &object, &rest).await {
-                Ok(_) => {}
-                // Already gone (a stale duplicate of this step removed it): nothing to do.
-                Err(ReconcileError::Kube(kube::Error::Api(status))) if status.is_not_found() => {
-                    return Ok(Gate::Done(None));
-                }
-                // Changed meanwhile: look again.
-                Err(ReconcileError::Kube(kube::Error::Api(status))) if status.is_conflict() => {
-                    return Ok(Gate::Done(Some(Duration::from_millis(100))));
-                }
-                Err(err) => return Err(err),
-            }
-            self.forget(&object);
-            self.event(
-                &object,
-                kube::runtime::events::EventType::Normal,
-                "CleanupDone",
-                "Cleanup".to_owned(),
-                format!("removed finalizer {finalizer}"),
-            )
-            .await;
-            return Ok(Gate::Done(None));
+            let mut all = object.finalizers().to_vec();
+            all.push(finalizer.to_owned());
+            return Ok(match self.patch_finalizers(api, &object, &all).await? {
+                Write::Landed(added) => Gate::Proceed(added),
+                Write::Conflict => Gate::Stop(Attempt::Conflict),
+                Write::Gone => Gate::Stop(Attempt::Done(None)),
+            });
         }
-        if present {
-            return Ok(Gate::Proceed(object));
+        if !present {
+            return Ok(Gate::Stop(Attempt::Done(None)));
         }
-        let mut all: Vec<&String> = object.finalizers().iter().collect();
-        let owned = finalizer.to_owned();
-        all.push(&owned);
-        Ok(Gate::Proceed(
-            self.patch_finalizers(api, &object, &all).await?,
-        ))
+        let cleanup = K::cleanup(&self.handler, &object)
+            .await
+            .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
+        if let Cleanup::Pending(after) = cleanup {
+            return Ok(Gate::Stop(Attempt::Done(Some(after))));
+        }
+        let rest: Vec<String> = object
+            .finalizers()
+            .iter()
+            .filter(|f| *f != finalizer)
+            .cloned()
+            .collect();
+        match self.patch_finalizers(api, &object, &rest).await? {
+            Write::Landed(_) => {}
+            Write::Conflict => return Ok(Gate::Stop(Attempt::Conflict)),
+            // Already gone (a stale duplicate of this step removed the finalizer).
+            Write::Gone => return Ok(Gate::Stop(Attempt::Done(None))),
+        }
+        // The memory stays until the object leaves the cache: its stale-cache guard keeps a late
+        // copy that still shows the finalizer from running cleanup again.
+        self.event(
+            &object,
+            EventType::Normal,
+            "CleanupDone",
+            "Cleanup".to_owned(),
+            format!("removed finalizer {finalizer}"),
+        )
+        .await;
+        Ok(Gate::Stop(Attempt::Done(None)))
     }
 
     /// Replaces `metadata.finalizers`, locked on the resourceVersion we read.
@@ -86,19 +85,9 @@ where
         &self,
         api: &Api<K>,
         object: &K,
-        finalizers: &[&String],
-    ) -> Result<K, ReconcileError> {
-        let patch = serde_json::json!({
-            "metadata": { "finalizers": finalizers, "resourceVersion": object.resource_version() }
-        });
-        let patched = api
-            .patch(
-                &object.name_any(),
-                &self.patch_params(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
-        self.remember_write(object);
-        Ok(patched)
+        finalizers: &[String],
+    ) -> Result<Write<K>, ReconcileError> {
+        let patch = serde_json::json!({ "metadata": { "finalizers": finalizers } });
+        self.write_object(api, object, &patch).await
     }
 }

@@ -40,9 +40,12 @@ pub mod drift;
 mod finalizer;
 pub mod leader;
 pub mod machine;
+mod memory;
 pub mod metrics;
 pub mod next;
 pub mod reconcile;
+mod repair;
+mod report;
 pub mod scope;
 pub mod status;
 pub mod step;
@@ -50,12 +53,14 @@ pub mod step_plan;
 #[cfg(feature = "otlp")]
 pub mod telemetry;
 pub mod testing;
+mod version;
+mod write;
 
 pub use controller::{Operator, Stopped, owner_reference};
 pub use crd::crd;
 pub use kube_fsm_macros::state_machine;
 pub use leader::LeaderElection;
-pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, StateMachine};
+pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, RetiredData, StateMachine};
 pub use next::{Choice, Cleanup, Next, Verdict};
 pub use status::{MachineStatus, PhaseValue};
 pub use step::Step;

@@ -28,6 +28,8 @@ pub struct MachineData {
     pub ready: Option<usize>,
     /// What the controller does with a phase it finds but did not write (the spec's `drift:`).
     pub drift: DriftPolicy,
+    /// Phase names of older specs and the declared phase each moves to (the spec's `retired:`).
+    pub retired: &'static [RetiredData],
     /// The machine as a Mermaid `stateDiagram-v2`.
     pub mermaid: &'static str,
     /// The machine as a Graphviz DOT digraph.
@@ -55,6 +57,15 @@ pub enum DriftPolicy {
     /// that moves the phase. If the API server refuses the write (its CEL rule forbids the way
     /// back), the phase found is adopted instead.
     Revert,
+}
+
+/// A phase name of an older spec, and where objects stored in it move.
+#[derive(Debug)]
+pub struct RetiredData {
+    /// The retired name as stored in `status.phase`.
+    pub name: &'static str,
+    /// Index of the declared phase it moves to.
+    pub to: usize,
 }
 
 /// One phase of a machine.

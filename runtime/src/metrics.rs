@@ -14,7 +14,10 @@
 //! | `kube_fsm_status_writes_total` | `machine` |
 //! | `kube_fsm_status_conflicts_total` | `machine` |
 //! | `kube_fsm_vetoed_transitions_total` | `machine`, `from`, `to` |
-//! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `reset`) |
+//! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `held`, `migrated`, `reset`) |
+//!
+//! A `phase` or `from` label is a declared phase name, `""` for none yet, or `Unknown` for any
+//! value the spec does not declare (one label for all of them).
 //!
 //! `controller` is the kind in lower case (controller-runtime's default name), `machine` the
 //! kind. One [`Metrics`] serves every controller of a process (each adds its labels):
@@ -43,7 +46,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::machine::StateMachine;
+use crate::machine::{Phase, StateMachine};
+use crate::status::PhaseValue;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
@@ -222,7 +226,15 @@ impl Metrics {
         K: Resource<DynamicType = ()> + StateMachine + Clone + Send + Sync + 'static,
     {
         let machine = K::machine();
+        // The source lives as long as the returned handle: once it is dropped (its Operator
+        // replaced, e.g. after a lost Lease, or `.metrics()` called again), the source goes
+        // away instead of counting a frozen cache next to its successor's.
+        let alive = Arc::new(());
+        let handle = Arc::downgrade(&alive);
         self.0.objects.add(move |family| {
+            if handle.strong_count() == 0 {
+                return false;
+            }
             for phase in machine.phases {
                 let _ = family.get_or_create(&PhaseLabels::new(machine.kind, phase.name));
             }
@@ -230,19 +242,33 @@ impl Metrics {
                 let phase = object
                     .machine_status()
                     .and_then(|s| s.phase.as_ref())
-                    .map_or("", |p| p.as_str());
+                    .map_or("", phase_label);
                 family
                     .get_or_create(&PhaseLabels::new(machine.kind, phase))
                     .inc();
             }
+            true
         });
         MachineMetrics {
             families: self.0.clone(),
             controller: machine.kind.to_lowercase(),
             machine: machine.kind,
+            _alive: alive,
         }
     }
 }
+
+/// The `phase` label of a stored phase: its name, or [`UNDECLARED`] for any value the spec
+/// does not declare, so hand-written values cannot grow the label set without bound.
+fn phase_label<P: Phase>(phase: &PhaseValue<P>) -> &str {
+    match phase {
+        PhaseValue::Known(phase) => phase.name(),
+        PhaseValue::Unknown(_) => UNDECLARED,
+    }
+}
+
+/// The `phase` label value of every stored phase the spec does not declare.
+pub const UNDECLARED: &str = "Unknown";
 
 impl PhaseLabels {
     fn new(machine: &'static str, phase: &str) -> Self {
@@ -259,6 +285,8 @@ pub struct MachineMetrics {
     families: Arc<Families>,
     controller: String,
     machine: &'static str,
+    /// Keeps this controller's `kube_fsm_objects` source registered.
+    _alive: Arc<()>,
 }
 
 impl MachineMetrics {
@@ -284,7 +312,12 @@ impl MachineMetrics {
     }
 
     /// Records a finished reconcile that ran in `phase`.
-    pub fn reconciled(&self, result: ReconcileResult, took: Duration, phase: Option<&str>) {
+    pub fn reconciled<P: Phase>(
+        &self,
+        result: ReconcileResult,
+        took: Duration,
+        phase: Option<&PhaseValue<P>>,
+    ) {
         let f = &self.families;
         let controller = self.controller();
         f.reconciles
@@ -301,13 +334,19 @@ impl MachineMetrics {
             .observe(took.as_secs_f64());
         if let Some(phase) = phase {
             f.phase_reconcile_time
-                .get_or_create(&PhaseLabels::new(self.machine, phase))
+                .get_or_create(&PhaseLabels::new(self.machine, phase_label(phase)))
                 .observe(took.as_secs_f64());
         }
     }
 
     /// Records a written transition; `stayed` is the time spent in `from`, when known.
-    pub fn transition(&self, from: Option<&str>, to: &'static str, stayed: Option<Duration>) {
+    pub fn transition<P: Phase>(
+        &self,
+        from: Option<&PhaseValue<P>>,
+        to: &'static str,
+        stayed: Option<Duration>,
+    ) {
+        let from = from.map(phase_label);
         self.families
             .transitions
             .get_or_create(&EdgeLabels {
@@ -375,7 +414,8 @@ impl Drop for WorkerGuard {
     }
 }
 
-type ObjectSource = Box<dyn Fn(&Family<PhaseLabels, Gauge>) + Send + Sync>;
+/// Adds one controller's objects to the family; `false` once that controller is gone.
+type ObjectSource = Box<dyn Fn(&Family<PhaseLabels, Gauge>) -> bool + Send + Sync>;
 
 /// `kube_fsm_objects{machine,phase}`: objects per phase, counted in each controller's cache at
 /// scrape time (so deletions need no bookkeeping). Every declared phase is reported, at 0 when
@@ -384,7 +424,7 @@ type ObjectSource = Box<dyn Fn(&Family<PhaseLabels, Gauge>) + Send + Sync>;
 struct ObjectsCollector(Arc<Mutex<Vec<ObjectSource>>>);
 
 impl ObjectsCollector {
-    fn add(&self, source: impl Fn(&Family<PhaseLabels, Gauge>) + Send + Sync + 'static) {
+    fn add(&self, source: impl Fn(&Family<PhaseLabels, Gauge>) -> bool + Send + Sync + 'static) {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -401,9 +441,10 @@ impl std::fmt::Debug for ObjectsCollector {
 impl Collector for ObjectsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let family = Family::<PhaseLabels, Gauge>::default();
-        for source in self.0.lock().unwrap_or_else(PoisonError::into_inner).iter() {
-            source(&family);
-        }
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|source| source(&family));
         let metric = encoder.encode_descriptor(
             "kube_fsm_objects",
             "Objects per phase, in the controllers' caches",

@@ -32,6 +32,12 @@ pub struct MachineStatus<P> {
     /// When the object entered its current phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_phase_transition_time: Option<Time>,
+    /// The phase `lastPhaseTransitionTime` is the entry time of. When it differs from `phase`
+    /// (another writer moved the phase), the controller starts the new phase's clock when it
+    /// first sees it, so a timeout never fires on time spent in another phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub entered_phase: Option<PhaseValue<P>>,
 }
 
 impl<P> Default for MachineStatus<P> {
@@ -41,6 +47,7 @@ impl<P> Default for MachineStatus<P> {
             conditions: Vec::new(),
             observed_generation: None,
             last_phase_transition_time: None,
+            entered_phase: None,
         }
     }
 }
@@ -51,6 +58,17 @@ impl<P: Phase> MachineStatus<P> {
         match self.phase {
             Some(PhaseValue::Known(phase)) => Some(phase),
             _ => None,
+        }
+    }
+
+    /// When the current phase was entered, if the recorded entry time belongs to it. A time
+    /// recorded without `enteredPhase` (written before kube-fsm recorded it) is taken as the
+    /// current phase's.
+    pub fn entered_at(&self) -> Option<k8s_openapi::jiff::Timestamp> {
+        let time = self.last_phase_transition_time.as_ref()?;
+        match (&self.phase, &self.entered_phase) {
+            (Some(phase), Some(entered)) if phase != entered => None,
+            _ => Some(time.0),
         }
     }
 

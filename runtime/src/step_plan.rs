@@ -25,10 +25,32 @@ pub struct Plan<P> {
     pub write: bool,
     /// The transition, if the phase changes (or is set for the first time).
     pub transition: Option<Transition<P>>,
-    /// A transition `before_transition` refused: (from, to, message).
-    pub vetoed: Option<(P, P, String)>,
-    /// When to reconcile again (`None`: wait for a change).
+    /// Transitions `before_transition` refused in this step: a due timeout, the handler's or a
+    /// rule's move, or both.
+    pub vetoed: Vec<Veto<P>>,
+    /// When to reconcile again (`None`: wait for a change). A vetoed timeout is not in it: the
+    /// engine retries it with backoff.
     pub requeue: Option<Duration>,
+}
+
+/// A transition `before_transition` refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Veto<P> {
+    /// The phase the object stays in.
+    pub from: P,
+    /// The refused target.
+    pub to: P,
+    /// Why, as `before_transition` said.
+    pub message: String,
+    /// Whether it was the phase's timeout that was refused.
+    pub timeout: bool,
+}
+
+impl<P> Plan<P> {
+    /// Whether the phase's due timeout was vetoed (the engine retries it with backoff).
+    pub fn timeout_vetoed(&self) -> bool {
+        self.vetoed.iter().any(|v| v.timeout)
+    }
 }
 
 /// Errors of a step.
@@ -42,7 +64,38 @@ pub enum StepError<E: std::error::Error + 'static> {
     Illegal(#[from] IllegalTransition),
 }
 
-/// Runs one step of `object` at `now`.
+/// Asks `before_transition` about `proposal`; a refusal is recorded in `vetoed`.
+async fn ask<K, H>(
+    handler: &H,
+    object: &K,
+    from: K::Phase,
+    proposal: (K::Phase, &'static str),
+    timeout: bool,
+    vetoed: &mut Vec<Veto<K::Phase>>,
+) -> Result<Option<(K::Phase, &'static str)>, StepError<K::Error>>
+where
+    K: Dispatch<H>,
+{
+    let to = proposal.0;
+    match K::before_transition(handler, object, from, to)
+        .await
+        .map_err(StepError::Handler)?
+    {
+        Verdict::Allow => Ok(Some(proposal)),
+        Verdict::Veto(message) => {
+            vetoed.push(Veto {
+                from,
+                to,
+                message,
+                timeout,
+            });
+            Ok(None)
+        }
+    }
+}
+
+/// Runs one step of `object` at `now`: a due timeout first; if there is none, or
+/// `before_transition` vetoes it, the phase handler and the `when` rules, as in any step.
 pub async fn plan<K, H>(
     handler: &H,
     object: &K,
@@ -54,39 +107,27 @@ where
     let stored = object.machine_status();
     let position = Position::of(stored);
     let generation = object.meta().generation;
-    let conditions = stored.map(|s| s.conditions.clone()).unwrap_or_default();
+    let mut conditions = stored.map(|s| s.conditions.clone()).unwrap_or_default();
     let phase = position.phase;
 
+    let mut vetoed = Vec::new();
+    let mut proposal = None;
+    if let Some(due) = decide::timeout_due(phase, position.entered_at, now) {
+        proposal = ask(handler, object, phase, due, true, &mut vetoed).await?;
+    }
     let mut handler_requeue = None;
-    let (proposal, conditions) =
-        if let Some(due) = decide::timeout_due(phase, position.entered_at, now) {
-            (Some(due), conditions)
-        } else if phase.data().terminal {
-            (None, conditions)
-        } else {
-            let mut step = Step::<K>::new(conditions, generation, now);
-            let choice = K::handle(handler, phase, object, &mut step)
-                .await
-                .map_err(StepError::Handler)?;
-            let (conditions, requeue) = step.into_parts();
-            handler_requeue = requeue;
-            (decide::choose(phase, choice, &conditions)?, conditions)
-        };
-
-    let mut vetoed = None;
-    let proposal = match proposal {
-        Some((to, reason)) => match K::before_transition(handler, object, phase, to)
+    if proposal.is_none() && !phase.data().terminal {
+        let mut step = Step::<K>::new(conditions, generation, now);
+        let choice = K::handle(handler, phase, object, &mut step)
             .await
-            .map_err(StepError::Handler)?
-        {
-            Verdict::Allow => Some((to, reason)),
-            Verdict::Veto(message) => {
-                vetoed = Some((phase, to, message));
-                None
-            }
-        },
-        None => None,
-    };
+            .map_err(StepError::Handler)?;
+        let requeue;
+        (conditions, requeue) = step.into_parts();
+        handler_requeue = requeue;
+        if let Some(chosen) = decide::choose(phase, choice, &conditions)? {
+            proposal = ask(handler, object, phase, chosen, false, &mut vetoed).await?;
+        }
+    }
 
     let to = proposal.map(|(to, _)| to);
     let status = decide::next_status(stored, &position, to, conditions, generation, now);
@@ -113,9 +154,10 @@ where
         .last_phase_transition_time
         .as_ref()
         .map_or(now, |t| t.0);
+    let timeout_vetoed = to.is_none() && vetoed.iter().any(|v| v.timeout);
     let requeue = decide::requeue(
         new_phase,
-        entered,
+        (!timeout_vetoed).then_some(entered),
         if to.is_some() { None } else { handler_requeue },
         now,
     );

@@ -22,7 +22,7 @@ use crate::conditions::{status_of, truncate};
 use crate::decide::Transition;
 use crate::machine::{ConditionType, StateMachine};
 use crate::status::{MachineStatus, PhaseValue};
-use crate::step_plan::{self, StepError};
+use crate::step_plan::{self, StepError, Veto};
 
 /// What one step did.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,9 +31,9 @@ pub struct Outcome<K: StateMachine> {
     pub phase: K::Phase,
     /// The transition taken, if any.
     pub transition: Option<Transition<K::Phase>>,
-    /// A transition `before_transition` refused: (from, to, message).
-    pub vetoed: Option<(K::Phase, K::Phase, String)>,
-    /// When the engine would reconcile again.
+    /// Transitions `before_transition` refused.
+    pub vetoed: Vec<Veto<K::Phase>>,
+    /// When the engine would reconcile again (a vetoed timeout is retried with backoff on top).
     pub requeue: Option<Duration>,
     /// Whether the engine would write the status.
     pub writes_status: bool,
@@ -63,6 +63,7 @@ pub fn in_phase_since<K: StateMachine>(mut object: K, phase: K::Phase, since: Ti
     let status = object.machine_status_mut();
     status.phase = Some(PhaseValue::Known(phase));
     status.last_phase_transition_time = Some(truncate(since));
+    status.entered_phase = Some(PhaseValue::Known(phase));
     object
 }
 

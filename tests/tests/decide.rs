@@ -210,13 +210,38 @@ fn timeouts_fire_at_the_boundary_and_not_before() {
     );
 }
 
-fn status<P>(phase: P, entered: i64, conditions: Vec<Condition>) -> MachineStatus<P> {
+fn status<P: Copy>(phase: P, entered: i64, conditions: Vec<Condition>) -> MachineStatus<P> {
     MachineStatus {
         phase: Some(PhaseValue::Known(phase)),
         conditions,
         observed_generation: Some(1),
         last_phase_transition_time: Some(Time(at(entered))),
+        entered_phase: Some(PhaseValue::Known(phase)),
     }
+}
+
+#[test]
+fn the_entry_time_belongs_to_the_phase_it_was_stamped_for() {
+    // Stamped for Pending at 0; someone else then wrote Provisioning (10 min timeout).
+    let mut edited = status(DatabasePhase::Pending, 0, Vec::new());
+    edited.phase = Some(PhaseValue::Known(DatabasePhase::Provisioning));
+    let position = Position::of(Some(&edited));
+    assert_eq!(position.entered_at, None, "Pending's time is not Provisioning's");
+    assert_eq!(
+        decide::timeout_due(DatabasePhase::Provisioning, position.entered_at, at(900)),
+        None
+    );
+    let next = decide::next_status(Some(&edited), &position, None, Vec::new(), Some(1), at(900));
+    assert_eq!(next.last_phase_transition_time, Some(Time(at(900))), "clock starts now");
+    assert_eq!(
+        next.entered_phase,
+        Some(PhaseValue::Known(DatabasePhase::Provisioning))
+    );
+    assert!(decide::needs_write(Some(&edited), &next));
+    // Written before `enteredPhase` existed: the time is taken as the current phase's.
+    let mut legacy = status(DatabasePhase::Provisioning, 0, Vec::new());
+    legacy.entered_phase = None;
+    assert_eq!(Position::of(Some(&legacy)).entered_at, Some(at(0)));
 }
 
 #[test]
@@ -321,13 +346,13 @@ fn requeue_prefers_the_handler_then_the_phase_and_never_misses_a_timeout() {
     let entered = at(0);
     // Provisioning: requeueAfter 10s, timeout 10m.
     assert_eq!(
-        decide::requeue(DatabasePhase::Provisioning, entered, None, at(0)),
+        decide::requeue(DatabasePhase::Provisioning, Some(entered), None, at(0)),
         Some(Duration::from_secs(10))
     );
     assert_eq!(
         decide::requeue(
             DatabasePhase::Provisioning,
-            entered,
+            Some(entered),
             Some(Duration::from_secs(3)),
             at(0)
         ),
@@ -335,22 +360,22 @@ fn requeue_prefers_the_handler_then_the_phase_and_never_misses_a_timeout() {
     );
     // Close to the timeout, wake for it (one second after the deadline).
     assert_eq!(
-        decide::requeue(DatabasePhase::Provisioning, entered, None, at(595)),
+        decide::requeue(DatabasePhase::Provisioning, Some(entered), None, at(595)),
         Some(Duration::from_secs(6))
     );
     assert_eq!(
-        decide::requeue(DatabasePhase::Degraded, entered, None, at(0)),
+        decide::requeue(DatabasePhase::Degraded, Some(entered), None, at(0)),
         Some(Duration::from_secs(30))
     );
     assert_eq!(
-        decide::requeue(DatabasePhase::Running, entered, None, at(0)),
+        decide::requeue(DatabasePhase::Running, Some(entered), None, at(0)),
         None,
         "wait for change"
     );
     assert_eq!(
         decide::requeue(
             DatabasePhase::Failed,
-            entered,
+            Some(entered),
             Some(Duration::from_secs(1)),
             at(0)
         ),
@@ -359,7 +384,7 @@ fn requeue_prefers_the_handler_then_the_phase_and_never_misses_a_timeout() {
     );
     // Waiting: requeueAfter 30s, timeout 5m (no requeue from a handler).
     assert_eq!(
-        decide::requeue(RetrierPhase::Waiting, entered, None, at(290)),
+        decide::requeue(RetrierPhase::Waiting, Some(entered), None, at(290)),
         Some(Duration::from_secs(11))
     );
 }

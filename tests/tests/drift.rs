@@ -27,17 +27,30 @@ fn drift_is_a_phase_that_does_not_follow_the_last_one_accepted() {
     assert_eq!(Drift::detect(Some(Running), known(Running).as_ref()), None);
     assert_eq!(Drift::detect(Some(Running), known(Degraded).as_ref()), None);
     assert_eq!(Drift::detect(None, known(Pending).as_ref()), None);
-    assert_eq!(Drift::detect(Some(Running), None), None);
+    assert_eq!(Drift::detect(None, None), None, "a new object");
+    // The phase removed after this controller wrote one: drift, not a silent restart.
+    let removed = Drift::detect(Some(Running), None).expect("drift");
+    assert_eq!(removed, Drift::Removed { last: Running });
+    assert_eq!(removed.remedy(DriftPolicy::Revert), Remedy::Revert(Running));
+    assert_eq!(removed.remedy(DriftPolicy::Adopt), Remedy::Reset);
     let illegal = Drift::detect(Some(Running), known(Provisioning).as_ref()).expect("drift");
     assert_eq!(
         illegal.remedy(DriftPolicy::Adopt),
         Remedy::Adopt(Provisioning)
     );
     assert_eq!(illegal.remedy(DriftPolicy::Revert), Remedy::Revert(Running));
-    // An undeclared value is drift even without memory; without memory it restarts.
+    // An undeclared value is drift even without memory; without a phase to go back to it is
+    // held where it is (never silently reset), under either policy.
     let typo = Some(PhaseValue::Unknown("Runing".into()));
     let undeclared = Drift::detect(None, typo.as_ref()).expect("drift");
-    assert_eq!(undeclared.remedy(DriftPolicy::Revert), Remedy::Reset);
+    assert_eq!(undeclared.remedy(DriftPolicy::Revert), Remedy::Hold);
+    assert_eq!(undeclared.remedy(DriftPolicy::Adopt), Remedy::Hold);
+    assert_eq!(
+        Drift::detect(Some(Running), typo.as_ref())
+            .expect("drift")
+            .remedy(DriftPolicy::Adopt),
+        Remedy::Hold
+    );
     assert_eq!(
         Drift::detect(Some(Running), typo.as_ref())
             .expect("drift")
@@ -226,16 +239,31 @@ async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
     wait_phase(&api, "b", "Active").await;
     operator.stop().await;
 
-    // A controller that starts on it has nothing to go back to: it starts again at Pending.
+    // A controller that starts on it has nothing to go back to: it holds the object where it
+    // is (no handler, no write), says so once, and counts it under one `Unknown` label.
     hand_edit(&api, "a", "Archived").await;
     let mut registry = Registry::default();
-    let operator = start::<Guarded, _>(&client, &ns, Guards::default(), &mut registry);
-    drift_event(&client, &ns, "starting again at Pending").await;
-    wait_phase(&api, "a", "Active").await;
+    let guards = Guards::default();
+    let operator = start::<Guarded, _>(&client, &ns, guards.clone(), &mut registry);
+    drift_event(&client, &ns, "holding the object as it is").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held = api.get("a").await.expect("get");
+    assert_eq!(cluster::phase_of(&held).as_deref(), Some("Archived"));
+    assert_eq!(guards.pending_calls.load(Ordering::SeqCst), 0, "no handler ran");
     let metrics = scrape(&registry);
+    for line in [
+        "kube_fsm_drift_total{machine=\"Guarded\",action=\"held\"} 1",
+        "kube_fsm_objects{machine=\"Guarded\",phase=\"Unknown\"} 1",
+    ] {
+        assert!(metrics.contains(line), "no {line} in\n{metrics}");
+    }
+    assert!(!metrics.contains("Archived"), "no label per undeclared value");
     assert!(
-        metrics.contains("kube_fsm_drift_total{machine=\"Guarded\",action=\"reset\"} 1"),
-        "{metrics}"
+        !metrics.contains("kube_fsm_status_writes_total{machine=\"Guarded\"}"),
+        "nothing written: {metrics}"
     );
+    // Corrected by hand, it goes on from there.
+    hand_edit(&api, "a", "Pending").await;
+    wait_phase(&api, "a", "Active").await;
     operator.stop().await;
 }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube_fsm::testing;
+use kube_fsm::step_plan::Veto;
 use kube_fsm::{Next, Step, Verdict};
 use kube_fsm_tests::resources::*;
 
@@ -169,11 +170,71 @@ async fn timeouts_and_vetoes() {
     assert_eq!(out.phase, DatabasePhase::Provisioning);
     assert_eq!(
         out.vetoed,
-        Some((
-            DatabasePhase::Provisioning,
-            DatabasePhase::Failed,
-            "keep it".to_owned()
-        ))
+        [Veto {
+            from: DatabasePhase::Provisioning,
+            to: DatabasePhase::Failed,
+            message: "keep it".to_owned(),
+            timeout: true,
+        }]
     );
     assert!(out.transition.is_none());
+    assert_eq!(
+        out.condition(DatabaseCondition::PodsReady),
+        Some(false),
+        "the phase's handler still ran"
+    );
+    assert_eq!(
+        out.requeue,
+        Some(Duration::from_secs(10)),
+        "the phase's own requeue, not a loop on the due timeout (the engine backs off)"
+    );
+}
+
+#[tokio::test]
+async fn a_vetoed_timeout_does_not_stop_the_phase_from_moving_on_by_its_rules() {
+    let since = Timestamp::now() - SignedDuration::from_mins(11);
+    let object = testing::in_phase_since(db(), DatabasePhase::Provisioning, since);
+    let ready_but_vetoing = Handlers {
+        pods_ready: true,
+        veto_failed: true,
+    };
+    let out = testing::step(&ready_but_vetoing, &object).await.unwrap();
+    assert_eq!(out.phase, DatabasePhase::Running, "`when PodsReady` fires");
+    assert_eq!(out.vetoed.len(), 1);
+    assert!(out.vetoed[0].timeout);
+}
+
+#[tokio::test]
+async fn a_phase_written_by_someone_else_does_not_inherit_the_previous_phases_clock() {
+    // 15 minutes in Pending, then a hand edit moves the phase to Provisioning (10 min timeout)
+    // leaving the entry time as it was.
+    let since = Timestamp::now() - SignedDuration::from_mins(15);
+    let mut object = testing::in_phase_since(db(), DatabasePhase::Pending, since);
+    object.status.as_mut().unwrap().machine.phase =
+        Some(kube_fsm::PhaseValue::Known(DatabasePhase::Provisioning));
+    let h = Handlers {
+        pods_ready: false,
+        veto_failed: false,
+    };
+    let out = testing::step(&h, &object).await.unwrap();
+    assert_eq!(out.phase, DatabasePhase::Provisioning, "no timeout yet");
+    assert!(out.writes_status, "the new phase's clock is stamped");
+    let entered = out.status.last_phase_transition_time.as_ref().unwrap().0;
+    assert!(Timestamp::now().duration_since(entered).as_secs() < 5);
+    assert_eq!(
+        out.status.entered_phase,
+        Some(kube_fsm::PhaseValue::Known(DatabasePhase::Provisioning))
+    );
+}
+
+#[tokio::test]
+async fn an_entry_time_far_in_the_past_makes_the_timeout_due_instead_of_disabling_it() {
+    let since: Timestamp = "1200-01-01T00:00:00Z".parse().unwrap();
+    let object = testing::in_phase_since(db(), DatabasePhase::Provisioning, since);
+    let h = Handlers {
+        pods_ready: false,
+        veto_failed: false,
+    };
+    let out = testing::step(&h, &object).await.unwrap();
+    assert_eq!(out.phase, DatabasePhase::Failed);
 }
