@@ -10,7 +10,8 @@
 //! - on the object: the first phase written is the initial phase or one of its direct
 //!   successors (a rule on the root, which exists on both sides of every update, so it holds
 //!   whether or not the old object had a status, without `optionalOldSelf`);
-//! - on `status`: the phase, once set, is never removed;
+//! - on the root: the phase, once set, is never removed (neither alone nor with the whole
+//!   status);
 //! - printer columns Phase, Ready (the spec's `ready:` condition, when there is one) and Age,
 //!   unless the resource declares columns of those names itself.
 //!
@@ -80,19 +81,21 @@ fn add_status_rules(root: &mut JSONSchemaProps, machine: &MachineData) {
             reason: Some(FORBIDDEN.to_owned()),
             ..ValidationRule::default()
         });
-    let Some(status) = property(root, "status") else {
-        return;
-    };
-    status
-        .x_kubernetes_validations
+    // On the root too: a rule on `status` does not run when the whole status is removed.
+    root.x_kubernetes_validations
         .get_or_insert_with(Vec::new)
         .push(ValidationRule {
-            rule: "!has(oldSelf.phase) || has(self.phase)".to_owned(),
+            rule: "!has(oldSelf.status) || !has(oldSelf.status.phase) || \
+                   (has(self.status) && has(self.status.phase))"
+                .to_owned(),
             message: Some("status.phase cannot be removed once set".to_owned()),
-            field_path: Some(".phase".to_owned()),
+            field_path: Some(".status.phase".to_owned()),
             reason: Some("FieldValueRequired".to_owned()),
             ..ValidationRule::default()
         });
+    let Some(status) = property(root, "status") else {
+        return;
+    };
     let Some(phase) = property(status, "phase") else {
         return;
     };

@@ -198,11 +198,15 @@ pub fn requeue<P: Phase>(
         return None;
     }
     let periodic = handler.or(data.requeue_after_ms.map(Duration::from_millis));
-    let to_timeout = data.timeout.as_ref().zip(entered_at).map(|(t, entered_at)| {
-        // Wake a moment after the deadline so the timeout is due when we look.
-        Duration::from_millis(t.after_ms).saturating_sub(elapsed(entered_at, now))
-            + Duration::from_secs(1)
-    });
+    let to_timeout = data
+        .timeout
+        .as_ref()
+        .zip(entered_at)
+        .map(|(t, entered_at)| {
+            // Wake a moment after the deadline so the timeout is due when we look.
+            Duration::from_millis(t.after_ms).saturating_sub(elapsed(entered_at, now))
+                + Duration::from_secs(1)
+        });
     match (periodic, to_timeout) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

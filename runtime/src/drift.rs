@@ -64,18 +64,16 @@ impl<P: Phase> Drift<P> {
         match (stored, last) {
             (None, Some(last)) => Some(Drift::Removed { last }),
             (None, None) => None,
-            (Some(PhaseValue::Unknown(found)), last) => {
-                Some(match retired_successor::<P>(found) {
-                    Some(to) => Drift::Retired {
-                        found: found.clone(),
-                        to,
-                    },
-                    None => Drift::Undeclared {
-                        last,
-                        found: found.clone(),
-                    },
-                })
-            }
+            (Some(PhaseValue::Unknown(found)), last) => Some(match retired_successor::<P>(found) {
+                Some(to) => Drift::Retired {
+                    found: found.clone(),
+                    to,
+                },
+                None => Drift::Undeclared {
+                    last,
+                    found: found.clone(),
+                },
+            }),
             (Some(PhaseValue::Known(found)), Some(last))
                 if *found != last && !last.can_transition_to(*found) =>
             {
@@ -131,9 +129,9 @@ impl<P: Phase> Drift<P> {
             Drift::Retired { found, .. } => {
                 format!("status.phase is {found:?}, a phase the spec has retired")
             }
-            Drift::Removed { last } => format!(
-                "status.phase was removed; this controller last wrote {last}"
-            ),
+            Drift::Removed { last } => {
+                format!("status.phase was removed; this controller last wrote {last}")
+            }
         };
         let action = match remedy {
             Remedy::Adopt(p) => format!("continuing from {p} (drift: adopt)"),

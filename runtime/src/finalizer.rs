@@ -3,9 +3,9 @@
 //! sends the whole attempt back to a fresh read (the object may be gone, or its finalizers
 //! changed), and a 404 means there is nothing left to do.
 
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::events::EventType;
-use kube::ResourceExt;
 
 use crate::next::Cleanup;
 use crate::reconcile::{Attempt, Engine, ReconcileError, Reconciled};

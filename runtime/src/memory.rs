@@ -161,7 +161,11 @@ mod tests {
         memory.prune(10, live);
         assert_eq!(memory.len(), 10, "at the limit: untouched");
         memory.prune(9, live);
-        assert_eq!(memory.len(), 1, "cm-1 is back under another UID: forgotten too");
+        assert_eq!(
+            memory.len(),
+            1,
+            "cm-1 is back under another UID: forgotten too"
+        );
         assert!(memory.read(&object("cm-0", "uid-0"), |_| ()).is_some());
     }
 }

@@ -381,7 +381,9 @@ where
 /// read, so this checks the planned write against the spec once more.
 fn check_legal<P: Phase>(plan: &Plan<P>) -> Result<(), IllegalTransition> {
     match &plan.status.phase {
-        Some(PhaseValue::Known(to)) if !step_plan::legal_over(plan.position.stored.as_ref(), *to) => {
+        Some(PhaseValue::Known(to))
+            if !step_plan::legal_over(plan.position.stored.as_ref(), *to) =>
+        {
             Err(IllegalTransition {
                 from: match plan.position.stored.as_ref() {
                     Some(PhaseValue::Known(from)) => from.name(),

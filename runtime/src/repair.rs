@@ -3,9 +3,9 @@
 //! retired phase; `kube_fsm_drift_total`).
 
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::events::EventType;
-use kube::ResourceExt;
 use serde_json::json;
 
 use crate::conditions::truncate;
@@ -160,7 +160,8 @@ where
             s.last_phase_transition_time.is_some()
                 && (s.entered_phase.is_none() || s.entered_phase == s.phase)
         });
-        let mut patch = json!({ "status": { "phase": phase.name(), "enteredPhase": phase.name() } });
+        let mut patch =
+            json!({ "status": { "phase": phase.name(), "enteredPhase": phase.name() } });
         if !kept {
             patch["status"]["lastPhaseTransitionTime"] = json!(truncate(Timestamp::now()));
         }

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use kube::runtime::events::{Event, EventType};
 use kube::ResourceExt;
+use kube::runtime::events::{Event, EventType};
 
 use crate::decide::Transition;
 use crate::machine::Phase;
@@ -68,7 +68,10 @@ where
         // A new object starts in the initial phase: its first move reads `Pending → X`.
         let initial = K::Phase::initial();
         let to = transition.to;
-        let from = transition.from.as_ref().map_or(initial.name(), PhaseValue::as_str);
+        let from = transition
+            .from
+            .as_ref()
+            .map_or(initial.name(), PhaseValue::as_str);
         let note = if transition.from.is_none() && to == initial {
             format!("initialised in {initial}")
         } else {

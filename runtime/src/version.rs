@@ -98,7 +98,10 @@ mod tests {
     #[test]
     fn versions_compare_as_integers_of_any_length() {
         assert_eq!(compare("9", "10"), Some(Ordering::Less));
-        assert_eq!(compare("123456789012345678901", "99"), Some(Ordering::Greater));
+        assert_eq!(
+            compare("123456789012345678901", "99"),
+            Some(Ordering::Greater)
+        );
         assert_eq!(compare("42", "42"), Some(Ordering::Equal));
         assert_eq!(compare("042", "42"), None, "leading zero: not comparable");
         assert_eq!(compare("0", "1"), None);
@@ -111,11 +114,17 @@ mod tests {
         let mut v = Versions::default();
         // cache at 5; our write based on 7 (read after a 409) returned 9.
         v.wrote(Some("7"), Some("9"));
-        assert!(v.is_stale(Some("5")), "older than the write it was based on");
+        assert!(
+            v.is_stale(Some("5")),
+            "older than the write it was based on"
+        );
         assert!(v.is_stale(Some("7")));
         assert!(v.is_stale(Some("8")), "another writer's, before ours");
         assert!(!v.is_stale(Some("9")), "our write arrived");
-        assert!(!v.is_stale(Some("5")), "the guard is cleared once the cache caught up");
+        assert!(
+            !v.is_stale(Some("5")),
+            "the guard is cleared once the cache caught up"
+        );
     }
 
     #[test]
@@ -131,7 +140,10 @@ mod tests {
         v.read(Some("20"));
         assert!(v.is_stale(Some("19")));
         v.read(Some("15"));
-        assert!(v.is_stale(Some("19")), "an older read does not move the guard back");
+        assert!(
+            v.is_stale(Some("19")),
+            "an older read does not move the guard back"
+        );
         assert!(!v.is_stale(Some("20")));
     }
 

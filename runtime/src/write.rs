@@ -69,7 +69,10 @@ where
         let name = object.name_any();
         let params = self.patch_params();
         let result = match target {
-            Target::Status => api.patch_status(&name, &params, &Patch::Merge(&patch)).await,
+            Target::Status => {
+                api.patch_status(&name, &params, &Patch::Merge(&patch))
+                    .await
+            }
             Target::Object => api.patch(&name, &params, &Patch::Merge(&patch)).await,
         };
         match result {

@@ -140,6 +140,24 @@ fn the_phase_cannot_be_removed_once_set() {
 }
 
 #[test]
+fn the_whole_status_cannot_be_removed_once_a_phase_is_set() {
+    let mut without_status = database(None);
+    without_status.status = None;
+    let result = validate_update(
+        &without_status,
+        &database(Some(PhaseValue::Known(DatabasePhase::Running))),
+    );
+    let message = result.expect_err("refused").to_string();
+    assert!(
+        message.contains("status.phase cannot be removed once set"),
+        "{message}"
+    );
+    let mut never_had_one = database(None);
+    never_had_one.status = None;
+    assert!(validate_update(&never_had_one, &never_had_one).is_ok());
+}
+
+#[test]
 fn printer_columns_show_phase_ready_and_age() {
     let crd = kube_fsm::crd::<Database>();
     let columns: Vec<(&str, &str)> = crd.spec.versions[0]

@@ -226,13 +226,20 @@ fn the_entry_time_belongs_to_the_phase_it_was_stamped_for() {
     let mut edited = status(DatabasePhase::Pending, 0, Vec::new());
     edited.phase = Some(PhaseValue::Known(DatabasePhase::Provisioning));
     let position = Position::of(Some(&edited));
-    assert_eq!(position.entered_at, None, "Pending's time is not Provisioning's");
+    assert_eq!(
+        position.entered_at, None,
+        "Pending's time is not Provisioning's"
+    );
     assert_eq!(
         decide::timeout_due(DatabasePhase::Provisioning, position.entered_at, at(900)),
         None
     );
     let next = decide::next_status(Some(&edited), &position, None, Vec::new(), Some(1), at(900));
-    assert_eq!(next.last_phase_transition_time, Some(Time(at(900))), "clock starts now");
+    assert_eq!(
+        next.last_phase_transition_time,
+        Some(Time(at(900))),
+        "clock starts now"
+    );
     assert_eq!(
         next.entered_phase,
         Some(PhaseValue::Known(DatabasePhase::Provisioning))

@@ -27,7 +27,11 @@ fn drift_is_a_phase_that_does_not_follow_the_last_one_accepted() {
     assert_eq!(Drift::detect(Some(Running), known(Running).as_ref()), None);
     assert_eq!(Drift::detect(Some(Running), known(Degraded).as_ref()), None);
     assert_eq!(Drift::detect(None, known(Pending).as_ref()), None);
-    assert_eq!(Drift::detect(None, None), None, "a new object");
+    assert_eq!(
+        Drift::<DatabasePhase>::detect(None, None),
+        None,
+        "a new object"
+    );
     // The phase removed after this controller wrote one: drift, not a silent restart.
     let removed = Drift::detect(Some(Running), None).expect("drift");
     assert_eq!(removed, Drift::Removed { last: Running });
@@ -249,7 +253,11 @@ async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let held = api.get("a").await.expect("get");
     assert_eq!(cluster::phase_of(&held).as_deref(), Some("Archived"));
-    assert_eq!(guards.pending_calls.load(Ordering::SeqCst), 0, "no handler ran");
+    assert_eq!(
+        guards.pending_calls.load(Ordering::SeqCst),
+        0,
+        "no handler ran"
+    );
     let metrics = scrape(&registry);
     for line in [
         "kube_fsm_drift_total{machine=\"Guarded\",action=\"held\"} 1",
@@ -257,7 +265,10 @@ async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
     ] {
         assert!(metrics.contains(line), "no {line} in\n{metrics}");
     }
-    assert!(!metrics.contains("Archived"), "no label per undeclared value");
+    assert!(
+        !metrics.contains("Archived"),
+        "no label per undeclared value"
+    );
     assert!(
         !metrics.contains("kube_fsm_status_writes_total{machine=\"Guarded\"}"),
         "nothing written: {metrics}"

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube_fsm::testing;
 use kube_fsm::step_plan::Veto;
+use kube_fsm::testing;
 use kube_fsm::{Next, Step, Verdict};
 use kube_fsm_tests::resources::*;
 

@@ -1,0 +1,599 @@
+//! The engine's failure paths on the real API server: vetoed timeouts, phases written by
+//! someone else, deletion while a write conflicts, objects gone mid-reconcile, per-object
+//! memory of deleted objects, `after_transition` at least once, and a removed status.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use kube_fsm::{Cleanup, Next, Step, Verdict};
+use kube_fsm_tests::cluster::{self, eventually, phase_of, wait_phase};
+use kube_fsm_tests::operator::{self, Running};
+use kube_fsm_tests::resources::*;
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+enum TestError {
+    #[error(transparent)]
+    Condition(#[from] kube_fsm::conditions::ConditionError),
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error("told to fail")]
+    Told,
+}
+
+/// Events in `ns` with `reason`.
+async fn events(client: &Client, ns: &str, reason: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+/// Edits the status by hand, as `kubectl edit --subresource=status` would.
+async fn hand_edit<K>(api: &Api<K>, name: &str, status: serde_json::Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = PatchParams {
+        field_manager: Some("hand-edit".into()),
+        ..PatchParams::default()
+    };
+    api.patch_status(name, &params, &Patch::Merge(&json!({ "status": status })))
+        .await
+        .expect("hand edit");
+}
+
+#[derive(Clone, Default)]
+struct VetoingTimers {
+    veto: Arc<AtomicBool>,
+    handler_runs: Arc<AtomicUsize>,
+    asked: Arc<AtomicUsize>,
+}
+
+impl TimerHandler for VetoingTimers {
+    type Error = TestError;
+
+    async fn on_waiting(
+        &self,
+        _: &Timer,
+        _: &mut Step<Timer>,
+    ) -> Result<TimerWaitingNext, TestError> {
+        self.handler_runs.fetch_add(1, Ordering::SeqCst);
+        Ok(Next::Stay)
+    }
+
+    async fn before_transition(
+        &self,
+        _: &Timer,
+        _: TimerPhase,
+        _: TimerPhase,
+    ) -> Result<Verdict, TestError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(if self.veto.load(Ordering::SeqCst) {
+            Verdict::Veto("not yet".into())
+        } else {
+            Verdict::Allow
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_vetoed_timeout_backs_off_keeps_the_handler_running_and_warns_once() {
+    let Some((client, ns)) = cluster::prepare("a_vetoed_timeout_backs_off", "fsm-veto").await
+    else {
+        return;
+    };
+    let api: Api<Timer> = Api::namespaced(client.clone(), &ns);
+    let timers = VetoingTimers::default();
+    timers.veto.store(true, Ordering::SeqCst);
+    let operator = Running::spawn(
+        operator::in_namespace::<Timer, _>(&client, &ns, timers.clone())
+            .backoff(Duration::from_secs(1), Duration::from_secs(8)),
+    );
+    api.create(&PostParams::default(), &Timer::new("t", TimerSpec {}))
+        .await
+        .expect("create");
+    // The 2 s timeout comes due and is vetoed.
+    eventually(Duration::from_secs(15), || async {
+        (timers.asked.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await
+    .expect("the timeout came due");
+    let runs_at_first_veto = timers.handler_runs.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+
+    let asked = timers.asked.load(Ordering::SeqCst);
+    assert!(
+        timers.handler_runs.load(Ordering::SeqCst) > runs_at_first_veto,
+        "the phase's handler still runs after its timeout was vetoed"
+    );
+    // Backing off from 1 s (jittered, doubling): at most 5 retries in 10 s; a 1 s loop is 10.
+    assert!(
+        asked <= 6,
+        "the vetoed timeout was retried {asked} times in 10 s"
+    );
+    let vetoes = events(&client, &ns, "TransitionVetoed").await;
+    assert_eq!(vetoes.len(), 1, "{vetoes:?}");
+    assert!(
+        vetoes[0].series.is_none(),
+        "one Event per distinct veto, not a series: {:?}",
+        vetoes[0].series
+    );
+    assert_eq!(
+        phase_of(&api.get("t").await.unwrap()).as_deref(),
+        Some("Waiting")
+    );
+
+    // Once allowed, the retried timeout fires.
+    timers.veto.store(false, Ordering::SeqCst);
+    eventually(Duration::from_secs(20), || async {
+        let t = api.get("t").await.ok()?;
+        (phase_of(&t).as_deref() == Some("Expired")).then_some(())
+    })
+    .await
+    .expect("the timeout fired once allowed");
+    operator.stop().await;
+}
+
+/// Stays wherever it is; Provisioning reports its pods not ready.
+#[derive(Clone, Default)]
+struct Patient;
+
+impl DatabaseHandler for Patient {
+    type Error = TestError;
+
+    async fn on_pending(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabasePendingNext, TestError> {
+        Ok(Next::Stay)
+    }
+
+    async fn on_provisioning(
+        &self,
+        _: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseProvisioningNext, TestError> {
+        step.set_condition(DatabaseCondition::PodsReady, false, "Waiting", "")?;
+        Ok(Next::Stay)
+    }
+
+    async fn on_running(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseRunningNext, TestError> {
+        Ok(Next::Stay)
+    }
+
+    async fn on_degraded(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseDegradedNext, TestError> {
+        Ok(Next::Stay)
+    }
+
+    async fn cleanup(&self, _: &Database) -> Result<Cleanup, TestError> {
+        Ok(Cleanup::Done)
+    }
+}
+
+fn minutes_ago(minutes: i64) -> String {
+    (Timestamp::now() - SignedDuration::from_mins(minutes))
+        .round(k8s_openapi::jiff::Unit::Second)
+        .expect("round")
+        .to_string()
+}
+
+/// Provisioning (10 min timeout) must not inherit Pending's 15 minutes.
+async fn assert_fresh_provisioning_clock(api: &Api<Database>) {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let db = api.get("db").await.expect("get");
+    let status = &db.status.as_ref().expect("status").machine;
+    assert_eq!(
+        phase_of(&db).as_deref(),
+        Some("Provisioning"),
+        "no timeout to Failed"
+    );
+    assert_eq!(
+        status
+            .entered_phase
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("Provisioning")
+    );
+    let entered = status.last_phase_transition_time.as_ref().expect("time").0;
+    assert!(
+        Timestamp::now().duration_since(entered) < SignedDuration::from_secs(30),
+        "the clock started when the controller first saw Provisioning: {entered}"
+    );
+}
+
+#[tokio::test]
+async fn a_phase_written_by_someone_else_starts_its_own_clock_also_across_restarts() {
+    let Some((client, ns)) = cluster::prepare("a_phase_written_by_someone_else", "fsm-clock").await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let operator = Running::spawn(operator::in_namespace::<Database, _>(&client, &ns, Patient));
+    api.create(&PostParams::default(), &Database::sample("db"))
+        .await
+        .expect("create");
+    wait_phase(&api, "db", "Pending").await;
+    // 15 minutes in Pending, then a legal hand edit to Provisioning that leaves the time.
+    hand_edit(
+        &api,
+        "db",
+        json!({ "lastPhaseTransitionTime": minutes_ago(15) }),
+    )
+    .await;
+    hand_edit(&api, "db", json!({ "phase": "Provisioning" })).await;
+    assert_fresh_provisioning_clock(&api).await;
+    operator.crash().await;
+
+    // A controller that starts on such a status has no memory of it: the status alone tells.
+    hand_edit(
+        &api,
+        "db",
+        json!({ "lastPhaseTransitionTime": minutes_ago(15), "enteredPhase": "Pending" }),
+    )
+    .await;
+    let operator = Running::spawn(operator::in_namespace::<Database, _>(&client, &ns, Patient));
+    assert_fresh_provisioning_clock(&api).await;
+    operator.stop().await;
+}
+
+/// Deletes the object from inside its first Pending step (so the step's status write
+/// conflicts, or finds the object gone) and counts what runs.
+#[derive(Clone)]
+struct Deleting {
+    api: Api<Database>,
+    pending_runs: Arc<AtomicUsize>,
+    cleanups: Arc<AtomicUsize>,
+}
+
+impl DatabaseHandler for Deleting {
+    type Error = TestError;
+
+    async fn on_pending(
+        &self,
+        db: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabasePendingNext, TestError> {
+        if self.pending_runs.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.api
+                .delete(&db.name_any(), &DeleteParams::default())
+                .await?;
+        }
+        Ok(DatabasePendingEvent::Accept.into())
+    }
+
+    async fn on_provisioning(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseProvisioningNext, TestError> {
+        Ok(Next::Stay)
+    }
+
+    async fn on_running(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseRunningNext, TestError> {
+        Ok(Next::Stay)
+    }
+
+    async fn on_degraded(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseDegradedNext, TestError> {
+        Ok(Next::Stay)
+    }
+
+    async fn cleanup(&self, _: &Database) -> Result<Cleanup, TestError> {
+        self.cleanups.fetch_add(1, Ordering::SeqCst);
+        Ok(Cleanup::Done)
+    }
+}
+
+#[tokio::test]
+async fn a_conflict_caused_by_deletion_runs_cleanup_not_the_step_again() {
+    let Some((client, ns)) = cluster::prepare("a_conflict_caused_by_deletion", "fsm-delconf").await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let handler = Deleting {
+        api: api.clone(),
+        pending_runs: Arc::default(),
+        cleanups: Arc::default(),
+    };
+    let operator = Running::spawn(operator::in_namespace::<Database, _>(
+        &client,
+        &ns,
+        handler.clone(),
+    ));
+    api.create(&PostParams::default(), &Database::sample("db"))
+        .await
+        .expect("create");
+    let gone = eventually(Duration::from_secs(15), || async {
+        api.get_opt("db")
+            .await
+            .ok()
+            .and_then(|o| o.is_none().then_some(()))
+    })
+    .await;
+    assert!(gone.is_some(), "cleanup ran and the finalizer was removed");
+    assert_eq!(
+        handler.pending_runs.load(Ordering::SeqCst),
+        1,
+        "the re-read object was being deleted: its step must not run again"
+    );
+    assert!(handler.cleanups.load(Ordering::SeqCst) >= 1);
+    assert!(events(&client, &ns, "ReconcileFailed").await.is_empty());
+    assert!(
+        events(&client, &ns, "Accept").await.is_empty(),
+        "no transition was written"
+    );
+    operator.stop().await;
+}
+
+/// Guarded handlers that fail while the object's `fail` annotation says so (`always`, or
+/// `once` per object), delete the object on `delete`, and record `after_transition` calls.
+#[derive(Clone, Default)]
+struct Scripted {
+    api: Option<Api<Guarded>>,
+    failed_once: Arc<Mutex<Vec<String>>>,
+    pending_runs: Arc<AtomicUsize>,
+    hooks: Arc<Mutex<HashMap<(String, String), usize>>>,
+    fail_first_hook: Arc<AtomicBool>,
+}
+
+impl GuardedHandler for Scripted {
+    type Error = TestError;
+
+    async fn on_pending(
+        &self,
+        g: &Guarded,
+        _: &mut Step<Guarded>,
+    ) -> Result<GuardedPendingNext, TestError> {
+        self.pending_runs.fetch_add(1, Ordering::SeqCst);
+        match g.annotations().get("fail").map(String::as_str) {
+            Some("always") => return Err(TestError::Told),
+            Some("once") => {
+                let uid = g.uid().unwrap_or_default();
+                let mut failed = self.failed_once.lock().unwrap();
+                if !failed.contains(&uid) {
+                    failed.push(uid);
+                    return Err(TestError::Told);
+                }
+            }
+            _ => {}
+        }
+        if let (Some("delete"), Some(api)) =
+            (g.annotations().get("then").map(String::as_str), &self.api)
+        {
+            api.delete(&g.name_any(), &DeleteParams::default()).await?;
+        }
+        Ok(GuardedPendingEvent::Activate.into())
+    }
+
+    async fn on_active(
+        &self,
+        _: &Guarded,
+        _: &mut Step<Guarded>,
+    ) -> Result<GuardedActiveNext, TestError> {
+        Ok(Next::Stay)
+    }
+
+    async fn after_transition(
+        &self,
+        _: &Guarded,
+        from: GuardedPhase,
+        to: GuardedPhase,
+    ) -> Result<(), TestError> {
+        *self
+            .hooks
+            .lock()
+            .unwrap()
+            .entry((from.to_string(), to.to_string()))
+            .or_default() += 1;
+        if self.fail_first_hook.swap(false, Ordering::SeqCst) {
+            return Err(TestError::Told);
+        }
+        Ok(())
+    }
+}
+
+fn guarded(name: &str, annotations: &[(&str, &str)]) -> Guarded {
+    let mut g = Guarded::new(name, GuardedSpec {});
+    g.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    g
+}
+
+#[tokio::test]
+async fn an_object_gone_before_its_write_is_a_quiet_success() {
+    let Some((client, ns)) = cluster::prepare("an_object_gone_before_its_write", "fsm-gone").await
+    else {
+        return;
+    };
+    let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
+    let handler = Scripted {
+        api: Some(api.clone()),
+        ..Scripted::default()
+    };
+    let operator = Running::spawn(operator::in_namespace::<Guarded, _>(
+        &client,
+        &ns,
+        handler.clone(),
+    ));
+    api.create(&PostParams::default(), &guarded("g", &[("then", "delete")]))
+        .await
+        .expect("create");
+    eventually(Duration::from_secs(15), || async {
+        (handler.pending_runs.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await
+    .expect("the step ran");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(api.get_opt("g").await.unwrap().is_none());
+    let failed = events(&client, &ns, "ReconcileFailed").await;
+    assert!(
+        failed.is_empty(),
+        "a vanished object is no failure: {failed:?}"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_object_of_a_deleted_ones_name_does_not_inherit_its_backoff() {
+    let Some((client, ns)) = cluster::prepare("a_new_object_does_not_inherit", "fsm-uid").await
+    else {
+        return;
+    };
+    let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
+    let handler = Scripted::default();
+    let operator = Running::spawn(
+        operator::in_namespace::<Guarded, _>(&client, &ns, handler.clone())
+            .backoff(Duration::from_millis(50), Duration::from_secs(600)),
+    );
+    api.create(&PostParams::default(), &guarded("g", &[("fail", "always")]))
+        .await
+        .expect("create");
+    // 8 failures in a row: the next retry would come after 6.4-12.8 s.
+    eventually(Duration::from_secs(30), || async {
+        (handler.pending_runs.load(Ordering::SeqCst) >= 8).then_some(())
+    })
+    .await
+    .expect("failures retried");
+    api.delete("g", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually(Duration::from_secs(10), || async {
+        api.get_opt("g")
+            .await
+            .ok()
+            .and_then(|o| o.is_none().then_some(()))
+    })
+    .await
+    .expect("deleted");
+    // Same name, new UID, fails once: its first retry comes after 25-50 ms.
+    api.create(&PostParams::default(), &guarded("g", &[("fail", "once")]))
+        .await
+        .expect("create again");
+    let active = eventually(Duration::from_secs(4), || async {
+        let g = api.get("g").await.ok()?;
+        (phase_of(&g).as_deref() == Some("Active")).then_some(())
+    })
+    .await;
+    assert!(
+        active.is_some(),
+        "the new object inherited the old one's backoff"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn after_transition_runs_for_the_first_move_and_is_retried_until_it_succeeds() {
+    let Some((client, ns)) = cluster::prepare("after_transition_runs", "fsm-hook").await else {
+        return;
+    };
+    let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
+    let handler = Scripted::default();
+    handler.fail_first_hook.store(true, Ordering::SeqCst);
+    let operator = Running::spawn(operator::in_namespace::<Guarded, _>(
+        &client,
+        &ns,
+        handler.clone(),
+    ));
+    api.create(&PostParams::default(), &guarded("g", &[]))
+        .await
+        .expect("create");
+    wait_phase(&api, "g", "Active").await;
+    let first_move = ("Pending".to_owned(), "Active".to_owned());
+    let calls = eventually(Duration::from_secs(10), || async {
+        let hooks = handler.hooks.lock().unwrap().clone();
+        hooks.get(&first_move).copied().filter(|&n| n >= 2)
+    })
+    .await;
+    assert_eq!(
+        calls,
+        Some(2),
+        "the first move (folded into the first write) runs the hook; it failed once and was retried"
+    );
+    assert_eq!(
+        handler.pending_runs.load(Ordering::SeqCst),
+        1,
+        "the retry ran the hook, not the step"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_removed_status_is_drift_and_revert_writes_the_phase_back() {
+    let Some((client, ns)) = cluster::prepare("a_removed_status_is_drift", "fsm-nostatus").await
+    else {
+        return;
+    };
+    let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
+    let handler = Scripted::default();
+    let operator = Running::spawn(operator::in_namespace::<Guarded, _>(
+        &client,
+        &ns,
+        handler.clone(),
+    ));
+    api.create(&PostParams::default(), &guarded("g", &[]))
+        .await
+        .expect("create");
+    let before = wait_phase(&api, "g", "Active").await;
+    let entered = before.status.unwrap().machine.last_phase_transition_time;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    api.patch_status(
+        "g",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "status": null })),
+    )
+    .await
+    .expect("remove the status");
+    let drift = eventually(Duration::from_secs(15), || async {
+        events(&client, &ns, "PhaseDrift")
+            .await
+            .into_iter()
+            .find(|e| e.note.as_deref().is_some_and(|n| n.contains("was removed")))
+    })
+    .await;
+    assert!(drift.is_some(), "no PhaseDrift event for the removal");
+    let after = wait_phase(&api, "g", "Active").await;
+    assert_eq!(
+        after.status.unwrap().machine.last_phase_transition_time,
+        entered,
+        "a revert does not restart the clock of the phase it restores"
+    );
+    assert_eq!(
+        handler.pending_runs.load(Ordering::SeqCst),
+        1,
+        "no restart at Pending"
+    );
+    operator.stop().await;
+}
