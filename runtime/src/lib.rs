@@ -39,6 +39,7 @@ pub mod decide;
 pub mod drift;
 mod finalizer;
 pub mod leader;
+mod lease;
 pub mod machine;
 mod memory;
 pub mod metrics;

@@ -34,6 +34,10 @@ pub(crate) struct Entry<K: Resource, P> {
     pub held: Option<(String, u32)>,
     /// An `after_transition` hook that has not succeeded yet: (from, to).
     pub owed_hook: Option<(P, P)>,
+    /// The last stored value this controller wrote over under `drift: revert`. Finding the
+    /// same value again means another writer insists (a human, another controller, or a
+    /// second replica during a split brain): it is adopted, not fought over in a loop.
+    pub reverted: Option<String>,
 }
 
 impl<K: Resource, P> Entry<K, P> {
@@ -46,6 +50,7 @@ impl<K: Resource, P> Entry<K, P> {
             veto: None,
             held: None,
             owed_hook: None,
+            reverted: None,
         }
     }
 }

@@ -45,6 +45,16 @@ where
             return Ok(None);
         };
         let mut remedy = drift.remedy(K::machine().drift);
+        let found = stored.map(|p| p.as_str().to_owned()).unwrap_or_default();
+        let insists = matches!(remedy, Remedy::Revert(_))
+            && self
+                .memory
+                .read(object, |e| e.reverted.as_deref() == Some(found.as_str()))
+                == Some(true);
+        if insists {
+            // Reverted once already: another writer insists. Never revert in a loop.
+            remedy = drift.unrevertable();
+        }
         let written = match remedy {
             Remedy::Revert(phase) => Some(self.revert(api, object, phase).await),
             Remedy::Migrate(phase) => Some(self.migrate(api, object, phase).await),
@@ -53,7 +63,13 @@ where
         let mut stop = None;
         match written {
             None => {}
-            Some(Ok(Write::Landed(_))) => stop = Some(Attempt::Done(None)),
+            Some(Ok(Write::Landed(_))) => {
+                if matches!(remedy, Remedy::Revert(_)) {
+                    self.memory
+                        .with(object, |e| e.reverted = Some(found.clone()));
+                }
+                stop = Some(Attempt::Done(None));
+            }
             Some(Ok(write)) => return Ok(Option::<Attempt>::from(write)),
             // The API server refuses the way back (its CEL rule).
             Some(Err(ReconcileError::Kube(kube::Error::Api(status)))) if status.code == 422 => {
@@ -76,7 +92,7 @@ where
             Remedy::Reset => self.memory.with(object, |e| e.accepted = None),
             Remedy::Hold => return Ok(Some(self.hold(object, &drift).await)),
         }
-        self.report_drift(object, &drift, remedy).await;
+        self.report_drift(object, &drift, remedy, insists).await;
         Ok(stop)
     }
 
@@ -99,14 +115,27 @@ where
             }
         });
         if first {
-            self.report_drift(object, drift, Remedy::Hold).await;
+            self.report_drift(object, drift, Remedy::Hold, false).await;
         }
         Attempt::Done(Some(self.config.backoff.jittered(count)))
     }
 
-    async fn report_drift(&self, object: &K, drift: &Drift<K::Phase>, remedy: Remedy<K::Phase>) {
+    /// Counts and announces drift; `insists` when a value written back once came again.
+    async fn report_drift(
+        &self,
+        object: &K,
+        drift: &Drift<K::Phase>,
+        remedy: Remedy<K::Phase>,
+        insists: bool,
+    ) {
         self.metrics.drift(remedy.label());
-        let note = drift.describe(remedy);
+        let mut note = drift.describe(remedy);
+        if insists {
+            note.push_str(
+                " instead of writing it back again: another writer insists on it, and \
+                 the controller does not fight over the phase in a loop",
+            );
+        }
         let (type_, reason, action) = match remedy {
             Remedy::Migrate(_) => (EventType::Normal, "PhaseMigrated", "Migrate"),
             _ => (EventType::Warning, "PhaseDrift", "Drift"),

@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod handlers;
 pub mod operator;
+pub mod proxy;
 
 pub mod resources {
     //! Custom resources driven by the example specs.
@@ -168,6 +169,30 @@ pub mod resources {
         /// The machine's fields.
         #[serde(flatten)]
         pub machine: MachineStatus<TimerPhase>,
+    }
+
+    /// A chain of automatic steps under `drift: revert`, for two replicas forced to overlap.
+    #[state_machine(
+        phases(First(initial), Second, Third, Fourth(terminal)),
+        transitions(First -> Second on Go, Second -> Third on Go, Third -> Fourth on Go),
+        drift = revert,
+    )]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Relay",
+        namespaced,
+        status = "RelayStatus"
+    )]
+    pub struct RelaySpec {}
+
+    /// Status of [`Relay`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct RelayStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<RelayPhase>,
     }
 
     /// A machine that reverts drift, for the drift tests. Its CRD is installed as an older

@@ -56,6 +56,18 @@ impl Running {
         let _ = self.task.await;
     }
 
+    /// Waits up to `timeout` for `run` to return by itself; `None` if it did not.
+    pub async fn stopped(self, timeout: std::time::Duration) -> Option<kube_fsm::Stopped> {
+        // Keep the stop channel open meanwhile: dropping it would be the shutdown signal.
+        let Running { stop, task } = self;
+        let stopped = match tokio::time::timeout(timeout, task).await {
+            Ok(Ok(stopped)) => Some(stopped),
+            _ => None,
+        };
+        drop(stop);
+        stopped
+    }
+
     /// Whether `run` has returned.
     #[must_use]
     pub fn is_finished(&self) -> bool {
