@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::Shared;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, controller, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -19,6 +19,7 @@ use crate::leader::LeaderElection;
 use crate::metrics::{MachineMetrics, Metrics};
 use crate::reconcile::{Engine, EngineConfig, Reconciled};
 use crate::scope::ScopedApi;
+use crate::watch::{self, Lenient};
 
 type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
 
@@ -209,8 +210,18 @@ where
         controller
             .run(Engine::reconcile, Engine::error_policy, engine)
             .for_each(|result| async move {
-                if let Err(err) = result {
-                    tracing::debug!(%err, "controller event");
+                match result {
+                    // Watch and list failures: the stream backs off and retries.
+                    Err(controller::Error::QueueError(err)) => {
+                        tracing::warn!(%err, "watch failed; retrying with backoff");
+                    }
+                    Err(controller::Error::RunnerError(err)) => {
+                        tracing::warn!(%err, "controller runner failed");
+                    }
+                    // Reconcile failures are reported by the error policy; objects gone
+                    // before their scheduled reconcile are expected.
+                    Err(err) => tracing::debug!(%err, "controller event"),
+                    Ok(_) => {}
                 }
             })
             .await;
@@ -221,8 +232,10 @@ where
         stop: impl Future<Output = ()> + Send + Sync + 'static,
     ) -> (Controller<K>, Arc<Engine<K, H>>) {
         let namespace = self.namespace.as_deref();
-        let api = K::Scope::api::<K>(self.client.clone(), namespace);
-        let mut controller = Controller::new(api, self.watcher)
+        let api = K::Scope::api::<Lenient<K>>(self.client.clone(), namespace);
+        let (reader, writer) = reflector::store::<K>();
+        let objects = watch::objects(api, self.watcher, writer, self.metrics.clone());
+        let mut controller = Controller::for_stream(objects, reader)
             .with_config(controller::Config::default().concurrency(self.concurrency));
         for wire in self.wiring {
             controller = wire(controller, &self.client, namespace);

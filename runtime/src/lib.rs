@@ -55,6 +55,7 @@ pub mod step_plan;
 pub mod telemetry;
 pub mod testing;
 mod version;
+mod watch;
 mod write;
 
 pub use controller::{Operator, Stopped, owner_reference};

@@ -14,6 +14,7 @@
 //! | `kube_fsm_status_writes_total` | `machine` |
 //! | `kube_fsm_status_conflicts_total` | `machine` |
 //! | `kube_fsm_vetoed_transitions_total` | `machine`, `from`, `to` |
+//! | `kube_fsm_undecodable_objects_total` | `machine` |
 //! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `held`, `migrated`, `reset`) |
 //!
 //! A `phase` or `from` label is a declared phase name, `""` for none yet, or `Unknown` for any
@@ -129,6 +130,7 @@ struct Families {
     conflicts: Family<MachineLabels, Counter>,
     vetoed: Family<EdgeLabels, Counter>,
     drift: Family<DriftLabels, Counter>,
+    undecodable: Family<MachineLabels, Counter>,
     objects: ObjectsCollector,
 }
 
@@ -146,6 +148,7 @@ impl Default for Families {
             conflicts: Family::default(),
             vetoed: Family::default(),
             drift: Family::default(),
+            undecodable: Family::default(),
             objects: ObjectsCollector::default(),
         }
     }
@@ -215,6 +218,11 @@ impl Metrics {
             "kube_fsm_drift",
             "Stored phases this controller did not write and that do not follow its last one",
             f.drift.clone(),
+        );
+        r.register(
+            "kube_fsm_undecodable_objects",
+            "Object versions the watch could not decode and skipped",
+            f.undecodable.clone(),
         );
         r.register_collector(Box::new(f.objects.clone()));
     }
@@ -385,6 +393,14 @@ impl MachineMetrics {
                 from: from.to_owned(),
                 to,
             })
+            .inc();
+    }
+
+    /// Records an object version the watch could not decode (and skipped).
+    pub fn undecodable(&self) {
+        self.families
+            .undecodable
+            .get_or_create(&self.machine())
             .inc();
     }
 

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps,
+};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use tokio::sync::OnceCell;
@@ -59,7 +61,7 @@ pub async fn install_crds(client: &Client) {
             kube_fsm::crd::<crate::resources::Database>(),
             kube_fsm::crd::<crate::resources::Pipeline>(),
             kube_fsm::crd::<crate::resources::Timer>(),
-            kube_fsm::crd::<crate::resources::Relay>(),
+            loose_status_crd(kube_fsm::crd::<crate::resources::Relay>()),
             older_spec_crd(kube_fsm::crd::<crate::resources::Guarded>()),
         ] {
             install_crd(client, crd).await;
@@ -114,6 +116,26 @@ fn older_spec_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition
         if let Some(phase) = phase {
             phase.enum_ = None;
             phase.max_length = None;
+        }
+    }
+    crd
+}
+
+/// `crd` with a status that takes any fields (as a CRD installed by hand, or by an older
+/// version of an operator, may), so that a status that does not decode can be stored.
+fn loose_status_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        let status = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|root| root.properties.as_mut()?.get_mut("status"));
+        if let Some(status) = status {
+            *status = JSONSchemaProps {
+                type_: Some("object".into()),
+                x_kubernetes_preserve_unknown_fields: Some(true),
+                ..JSONSchemaProps::default()
+            };
         }
     }
     crd

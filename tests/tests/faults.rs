@@ -597,3 +597,69 @@ async fn a_removed_status_is_drift_and_revert_writes_the_phase_back() {
     );
     operator.stop().await;
 }
+
+/// Relays straight through to the end.
+struct Straight;
+
+impl RelayHandler for Straight {
+    type Error = TestError;
+
+    async fn on_first(&self, _: &Relay, _: &mut Step<Relay>) -> Result<RelayFirstNext, TestError> {
+        Ok(RelayFirstEvent::Go.into())
+    }
+
+    async fn on_second(
+        &self,
+        _: &Relay,
+        _: &mut Step<Relay>,
+    ) -> Result<RelaySecondNext, TestError> {
+        Ok(RelaySecondEvent::Go.into())
+    }
+
+    async fn on_third(&self, _: &Relay, _: &mut Step<Relay>) -> Result<RelayThirdNext, TestError> {
+        Ok(RelayThirdEvent::Go.into())
+    }
+}
+
+#[tokio::test]
+async fn an_object_whose_status_does_not_decode_is_skipped_and_does_not_stall_the_others() {
+    let Some((client, ns)) = cluster::prepare("an_object_that_does_not_decode", "fsm-decode").await
+    else {
+        return;
+    };
+    let api: Api<Relay> = Api::namespaced(client.clone(), &ns);
+    api.create(&PostParams::default(), &Relay::new("bad", RelaySpec {}))
+        .await
+        .expect("create");
+    // Its CRD lets any status through (as one installed by an older version might). Written
+    // untyped: our own client could not read the answer either.
+    let raw: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &kube::api::ApiResource::erase::<Relay>(&()),
+    );
+    raw.patch_status(
+        "bad",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "status": { "phase": "Second", "observedGeneration": "soon" } })),
+    )
+    .await
+    .expect("store a status that does not decode");
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = kube_fsm::metrics::Metrics::default();
+    metrics.register(&mut registry);
+    let operator = Running::spawn(
+        operator::in_namespace::<Relay, _>(&client, &ns, Straight).metrics(&metrics),
+    );
+    api.create(&PostParams::default(), &Relay::new("good", RelaySpec {}))
+        .await
+        .expect("create");
+    wait_phase(&api, "good", "Fourth").await;
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(
+        text.contains("kube_fsm_undecodable_objects_total{machine=\"Relay\"} 1"),
+        "{text}"
+    );
+    operator.stop().await;
+}

@@ -1,0 +1,190 @@
+//! The controller's watch of its own resource. Objects are decoded one by one, so one whose
+//! body does not decode as `K` (a status written by an older version, a field the schema let
+//! through) is reported and skipped instead of failing the list page, and with it every other
+//! object of the watch. Watch errors back off (kube's default: exponential, capped) and are
+//! logged at warn with their reason.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::{Stream, StreamExt};
+use kube::api::ObjectMeta;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+
+use crate::metrics::MachineMetrics;
+
+/// An object as the watch delivered it: decoded, or not (with its metadata, if readable).
+#[derive(Clone, Debug)]
+pub(crate) enum Lenient<K> {
+    /// A well-formed object.
+    Decoded(K),
+    /// An object whose body does not decode as `K`.
+    Undecodable {
+        /// Its metadata, when that part decodes.
+        meta: ObjectMeta,
+        /// Why the rest does not.
+        error: String,
+    },
+}
+
+impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Ok(match K::deserialize(&value) {
+            Ok(object) => Lenient::Decoded(object),
+            Err(error) => Lenient::Undecodable {
+                meta: value
+                    .get("metadata")
+                    .and_then(|m| ObjectMeta::deserialize(m).ok())
+                    .unwrap_or_default(),
+                error: error.to_string(),
+            },
+        })
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> Resource for Lenient<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Lenient::Decoded(object) => object.meta(),
+            Lenient::Undecodable { meta, .. } => meta,
+        }
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Lenient::Decoded(object) => object.meta_mut(),
+            Lenient::Undecodable { meta, .. } => meta,
+        }
+    }
+}
+
+/// Reports each undecodable object version once (a warn line and
+/// `kube_fsm_undecodable_objects_total`).
+struct Reporter {
+    metrics: Arc<MachineMetrics>,
+    seen: Mutex<HashSet<(String, String)>>,
+}
+
+impl Reporter {
+    fn report(&self, meta: &ObjectMeta, error: &str) {
+        let key = (
+            meta.uid.clone().unwrap_or_default(),
+            meta.resource_version.clone().unwrap_or_default(),
+        );
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.len() > 10_000 {
+            seen.clear();
+        }
+        if seen.insert(key) {
+            self.metrics.undecodable();
+            tracing::warn!(
+                name = meta.name.as_deref().unwrap_or_default(),
+                namespace = meta.namespace.as_deref().unwrap_or_default(),
+                %error,
+                "skipping an object that does not decode; fix or delete it"
+            );
+        }
+    }
+}
+
+/// Maps one watch event of lenient objects to an event of `K`, reporting (and leaving out)
+/// undecodable ones. A deletion of an undecodable object is dropped: the next relist forgets it.
+fn decoded<K>(event: watcher::Event<Lenient<K>>, reporter: &Reporter) -> Option<watcher::Event<K>> {
+    let decode = |object: Lenient<K>| match object {
+        Lenient::Decoded(object) => Some(object),
+        Lenient::Undecodable { meta, error } => {
+            reporter.report(&meta, &error);
+            None
+        }
+    };
+    Some(match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(decode(o)?),
+        watcher::Event::Delete(o) => watcher::Event::Delete(decode(o)?),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(decode(o)?),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    })
+}
+
+/// The objects of `api` as a trigger stream for kube's `Controller`, cached in `writer`.
+pub(crate) fn objects<K>(
+    api: Api<Lenient<K>>,
+    config: watcher::Config,
+    writer: Writer<K>,
+    metrics: Arc<MachineMetrics>,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let reporter = Reporter {
+        metrics,
+        seen: Mutex::new(HashSet::new()),
+    };
+    let events = watcher(api, config)
+        .default_backoff()
+        .filter_map(move |event| {
+            let event = match event {
+                Ok(event) => decoded(event, &reporter).map(Ok),
+                Err(err) => Some(Err(err)),
+            };
+            std::future::ready(event)
+        });
+    reflector(writer, events).applied_objects()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    #[test]
+    fn an_object_that_does_not_decode_keeps_its_metadata_and_the_reason() {
+        let bad = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": "cm", "namespace": "ns", "uid": "u1", "resourceVersion": "7" },
+            "data": { "key": 42 },
+        });
+        let Lenient::<ConfigMap>::Undecodable { meta, error } =
+            serde_json::from_value(bad).expect("never fails")
+        else {
+            panic!("decoded a number as a string");
+        };
+        assert_eq!(meta.name.as_deref(), Some("cm"));
+        assert!(error.contains("invalid type"), "{error}");
+        let good = serde_json::json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "ok" } });
+        assert!(matches!(
+            serde_json::from_value::<Lenient<ConfigMap>>(good),
+            Ok(Lenient::Decoded(_))
+        ));
+    }
+}
