@@ -28,11 +28,14 @@ pub struct MachineData {
     pub ready: Option<usize>,
     /// What the controller does with a phase it finds but did not write (the spec's `drift:`).
     pub drift: DriftPolicy,
+    /// Phase names of older specs and the declared phase each moves to (the spec's `retired:`).
+    pub retired: &'static [RetiredData],
     /// The machine as a Mermaid `stateDiagram-v2`.
     pub mermaid: &'static str,
     /// The machine as a Graphviz DOT digraph.
     pub dot: &'static str,
-    /// The CEL rule for `status.phase`: stay, or move along a declared edge.
+    /// The CEL rule for `status.phase`: stay, move along a declared edge, move from a retired
+    /// name to the phase it maps to, or leave any other value the spec does not declare.
     pub cel_phase_rule: &'static str,
     /// The CEL rule on the object (root) that the first phase written is the initial phase or
     /// one of its direct successors.
@@ -55,6 +58,16 @@ pub enum DriftPolicy {
     /// that moves the phase. If the API server refuses the write (its CEL rule forbids the way
     /// back), the phase found is adopted instead.
     Revert,
+}
+
+/// A phase name of an older spec (an entry of the spec's `retired:`): objects stored in it move
+/// to a declared phase.
+#[derive(Debug)]
+pub struct RetiredData {
+    /// The retired name as stored in `status.phase`.
+    pub name: &'static str,
+    /// Index of the declared phase it moves to.
+    pub to: usize,
 }
 
 /// One phase of a machine.
