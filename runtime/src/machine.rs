@@ -60,8 +60,7 @@ pub enum DriftPolicy {
     Revert,
 }
 
-/// A phase name of an older spec (an entry of the spec's `retired:`): objects stored in it move
-/// to a declared phase.
+/// A phase name of an older spec, and where objects stored in it move.
 #[derive(Debug)]
 pub struct RetiredData {
     /// The retired name as stored in `status.phase`.
