@@ -36,8 +36,10 @@ fn estimated_transition_rule_cost(machine: &MachineData) -> u64 {
             cost += 2 + compare + list_in(targets.len() as u64);
         }
     }
-    // || !(oldSelf in [every phase])
-    cost + 2 + list_in(machine.phases.len() as u64)
+    // || (oldSelf == 'Retired' && self in ['Phase']) per retired name
+    cost += machine.retired.len() as u64 * (2 + compare + list_in(1));
+    // || !(oldSelf in [every phase and retired name])
+    cost + 2 + list_in((machine.phases.len() + machine.retired.len()) as u64)
 }
 
 #[test]

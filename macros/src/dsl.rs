@@ -8,6 +8,7 @@
 //! finalizer = "example.com/cleanup",
 //! ready = PodsReady,                                  // optional: the CRD's Ready column
 //! drift = revert,                                     // optional: adopt (default) | revert
+//! retired(Provisioning -> Creating),                  // optional: old phase name -> declared phase
 //! ```
 
 use proc_macro2::Span;
@@ -17,7 +18,8 @@ use syn::{Ident, LitStr, Token, bracketed, parenthesized};
 
 use crate::diag::Loc;
 use crate::spec::{
-    Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawSpec, RawTimeout, RawTransition,
+    Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawRetired, RawSpec, RawTimeout,
+    RawTransition,
 };
 
 /// The sections the DSL accepts, for "did you mean".
@@ -29,6 +31,7 @@ pub const SECTIONS: &[&str] = &[
     "finalizer",
     "ready",
     "drift",
+    "retired",
 ];
 
 fn name(ident: &Ident) -> Name {
@@ -94,6 +97,11 @@ pub fn parse_sections(
             input.parse::<Token![=]>()?;
             spec.drift = Some(name(&input.parse()?));
         }
+        "retired" => {
+            parenthesized!(content in input);
+            let list = Punctuated::<RetiredDef, Token![,]>::parse_terminated(&content)?;
+            spec.retired.extend(list.into_iter().map(|r| r.0));
+        }
         other => {
             let mut message = format!("unknown section `{other}` in #[state_machine]");
             if let Some(best) = crate::names::closest(other, SECTIONS.iter().copied()) {
@@ -120,6 +128,7 @@ pub fn empty(span: Span) -> RawSpec {
         finalizer: None,
         ready: None,
         drift: None,
+        retired: Vec::new(),
     }
 }
 
@@ -242,6 +251,18 @@ impl ParseAnyIdent for Ident {
     /// Keywords too, so that `Self` as a phase name gets our "is a Rust keyword" error.
     fn parse_any_ident(input: ParseStream<'_>) -> syn::Result<Ident> {
         syn::ext::IdentExt::parse_any(input)
+    }
+}
+
+/// `Provisioning -> Creating`: an old phase name and the declared phase it moves to.
+struct RetiredDef(RawRetired);
+
+impl Parse for RetiredDef {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let old = name(&input.call(Ident::parse_any_ident)?);
+        input.parse::<Token![->]>()?;
+        let to = name(&input.call(Ident::parse_any_ident)?);
+        Ok(RetiredDef(RawRetired { name: old, to }))
     }
 }
 

@@ -320,6 +320,10 @@ fn machine_data(machine: &Machine, target: &Target<'_>) -> TokenStream {
         Drift::Adopt => quote!(::kube_fsm::machine::DriftPolicy::Adopt),
         Drift::Revert => quote!(::kube_fsm::machine::DriftPolicy::Revert),
     };
+    let retired = machine.retired.iter().map(|r| {
+        let (name, to) = (&r.name, r.to);
+        quote!(::kube_fsm::machine::RetiredData { name: #name, to: #to })
+    });
     let cel_phase_rule = render::cel_transition_rule(machine);
     let cel_first_phase_rule = render::cel_first_phase_rule(machine);
     let source = target.source;
@@ -334,7 +338,7 @@ fn machine_data(machine: &Machine, target: &Target<'_>) -> TokenStream {
             finalizer: #finalizer,
             ready: #ready,
             drift: #drift,
-            retired: &[],
+            retired: &[#(#retired),*],
             mermaid: #mermaid,
             dot: #dot,
             cel_phase_rule: #cel_phase_rule,

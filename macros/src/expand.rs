@@ -242,6 +242,10 @@ mod tests {
     fn machine_from_yaml(path: &str) -> crate::model::Machine {
         let text =
             std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+        machine_from_yaml_text(path, text)
+    }
+
+    fn machine_from_yaml_text(path: &str, text: impl Into<String>) -> crate::model::Machine {
         let file = SourceFile::new(path, text);
         let node = yaml::parse(&file.text).unwrap();
         let mut diags = Diagnostics::default();
@@ -279,6 +283,26 @@ mod tests {
         let dsl = machine_from_dsl(REFERENCE_DSL);
         assert_eq!(yaml, dsl);
         assert_eq!(emitted(&yaml), emitted(&dsl));
+    }
+
+    #[test]
+    fn retired_names_in_yaml_and_dsl_generate_identical_code() {
+        let yaml = machine_from_yaml_text(
+            "retired.yaml",
+            "phases:\n  Pending: { initial: true }\n  Creating: {}\n  Running: {}\n  Done: { terminal: true }\n\
+             transitions:\n  - { from: Pending, to: Creating }\n  - { from: Creating, to: Running }\n  - { from: Running, to: Done }\n\
+             retired:\n  Provisioning: Creating\n  Starting: Running\n",
+        );
+        let dsl = machine_from_dsl(
+            "phases(Pending(initial), Creating, Running, Done(terminal)), \
+             transitions(Pending -> Creating, Creating -> Running, Running -> Done), \
+             retired(Provisioning -> Creating, Starting -> Running)",
+        );
+        assert_eq!(yaml, dsl);
+        assert_eq!(yaml.retired.len(), 2);
+        let code = emitted(&yaml);
+        assert_eq!(code, emitted(&dsl));
+        assert!(code.contains("RetiredData"), "{code}");
     }
 
     #[test]
@@ -320,6 +344,9 @@ mod tests {
             "spec = \"/etc/passwd\"",
             "spec = \"does/not/exist.yaml\"",
             "phases(A, A), transitions(A -> A when X && !X)",
+            "phases(A(terminal)), retired(A -> A, B -> B, B -> C, self -> A)",
+            "phases(A(terminal)), retired(B ->)",
+            "phases(A(terminal)), retired(B -> A -> A)",
         ] {
             let out = expand(TokenStream::from_str(attr).unwrap(), item.clone()).to_string();
             assert!(out.contains("compile_error"), "{attr}: {out}");

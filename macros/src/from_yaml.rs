@@ -3,7 +3,8 @@
 
 use crate::diag::{Diagnostic, Diagnostics, Loc, Pos, SourceFile};
 use crate::spec::{
-    Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawSpec, RawTimeout, RawTransition,
+    Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawRetired, RawSpec, RawTimeout,
+    RawTransition,
 };
 use crate::yaml::{Node, Value};
 
@@ -15,6 +16,7 @@ const TOP_KEYS: &[&str] = &[
     "finalizer",
     "ready",
     "drift",
+    "retired",
 ];
 const PHASE_KEYS: &[&str] = &[
     "initial",
@@ -49,6 +51,7 @@ impl Reader<'_> {
             finalizer: None,
             ready: None,
             drift: None,
+            retired: Vec::new(),
         };
         let Some(entries) = self.fields(root, TOP_KEYS, "the spec") else {
             return spec;
@@ -87,6 +90,7 @@ impl Reader<'_> {
                 "finalizer" => spec.finalizer = self.string(value, "`finalizer`"),
                 "ready" => spec.ready = self.string(value, "`ready`"),
                 "drift" => spec.drift = self.string(value, "`drift`"),
+                "retired" => spec.retired = self.retired(value),
                 _ => {}
             }
         }
@@ -154,6 +158,31 @@ impl Reader<'_> {
             to: to?,
             reason,
         })
+    }
+
+    /// `retired: { Provisioning: Creating }`: old phase name → declared phase. Repeated names
+    /// are kept for validation to report by name.
+    fn retired(&mut self, node: &Node) -> Vec<RawRetired> {
+        let entries = match &node.value {
+            Value::Map(entries) => entries,
+            Value::Null => return Vec::new(),
+            _ => {
+                self.wrong_type(
+                    node,
+                    "`retired`",
+                    "a mapping from old phase names to declared phases, e.g. `Provisioning: Creating`",
+                );
+                return Vec::new();
+            }
+        };
+        entries
+            .iter()
+            .filter_map(|(key, value)| {
+                let name = self.key(key)?;
+                let to = self.string(value, &format!("`retired.{}`", name.text))?;
+                Some(RawRetired { name, to })
+            })
+            .collect()
     }
 
     fn transition(&mut self, node: &Node) -> Option<RawTransition> {
@@ -462,5 +491,46 @@ mod tests {
         assert!(messages[2].contains("unknown key `transition`"));
         assert!(errors[2].help.iter().any(|h| h.contains("`transitions`")));
         assert!(messages[3].contains("`finalizer` must be a string, found a list"));
+    }
+
+    #[test]
+    fn reads_retired_names_and_reports_their_shape() {
+        let (spec, errors) = read_str(
+            "phases:\n  Creating: {}\nretired:\n  Provisioning: Creating\n  Old: { to: Creating }\n  Older:\n",
+        );
+        assert_eq!(spec.retired.len(), 1);
+        assert_eq!(spec.retired[0].name.text, "Provisioning");
+        assert_eq!(pos(spec.retired[0].name.loc), (4, 3, 12));
+        assert_eq!(spec.retired[0].to.text, "Creating");
+        assert_eq!(pos(spec.retired[0].to.loc), (4, 17, 8));
+        let messages: Vec<_> = errors.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "`retired.Old` must be a string, found a mapping",
+                "`retired.Older` must be a string, found nothing (null)"
+            ]
+        );
+
+        let (spec, mut errors) =
+            read_str("phases: { A: {} }\nretired: [Provisioning]\nretierd: {}\n");
+        errors.sort_by_key(Diagnostic::pos);
+        assert!(spec.retired.is_empty());
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0]
+                .message
+                .starts_with("`retired` must be a mapping from old phase names to declared phases")
+        );
+        assert_eq!(errors[1].message, "unknown key `retierd` in the spec");
+        assert!(
+            errors[1]
+                .help
+                .iter()
+                .any(|h| h == "did you mean `retired`?")
+        );
+
+        let (spec, errors) = read_str("phases: { A: {} }\nretired:\n");
+        assert!(spec.retired.is_empty() && errors.is_empty(), "{errors:?}");
     }
 }

@@ -14,6 +14,15 @@ pub struct Machine {
     /// Index of the condition shown as the Ready column, if any.
     pub ready: Option<usize>,
     pub drift: Drift,
+    /// Phase names of older specs and the declared phase each moves to, in spec order.
+    pub retired: Vec<Retired>,
+}
+
+/// A phase name an older spec had: objects stored in it move to the declared phase `to`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Retired {
+    pub name: String,
+    pub to: usize,
 }
 
 /// What the controller does with a phase it did not write and that is not a legal successor

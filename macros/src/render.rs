@@ -111,8 +111,9 @@ pub fn dot(machine: &Machine, kind: &str) -> String {
     out
 }
 
-/// The CEL rule on `status.phase`: stay, move along a declared edge, or leave a value the spec
-/// does not declare (a phase of an older spec must not trap the object).
+/// The CEL rule on `status.phase`: stay, move along a declared edge, move from a retired name
+/// to the phase it maps to, or leave any other value the spec does not declare (a phase of an
+/// older spec must not trap the object).
 pub fn cel_transition_rule(machine: &Machine) -> String {
     let mut rule = String::from("self == oldSelf");
     for (from, phase) in machine.phases.iter().enumerate() {
@@ -131,8 +132,21 @@ pub fn cel_transition_rule(machine: &Machine) -> String {
             );
         }
     }
-    let all = quoted(machine.phases.iter().map(|p| p.name.as_str()));
-    let _ = write!(rule, " || !(oldSelf in [{all}])");
+    for retired in &machine.retired {
+        let _ = write!(
+            rule,
+            " || (oldSelf == '{}' && self in ['{}'])",
+            retired.name, machine.phases[retired.to].name
+        );
+    }
+    let known = quoted(
+        machine
+            .phases
+            .iter()
+            .map(|p| p.name.as_str())
+            .chain(machine.retired.iter().map(|r| r.name.as_str())),
+    );
+    let _ = write!(rule, " || !(oldSelf in [{known}])");
     rule
 }
 
@@ -200,6 +214,24 @@ mod tests {
             "!has(self.status) || !has(self.status.phase) || \
              (has(oldSelf.status) && has(oldSelf.status.phase)) || \
              self.status.phase in ['Pending', 'Running', 'Done']"
+        );
+    }
+
+    #[test]
+    fn a_retired_name_may_move_only_to_its_phase_and_other_undeclared_values_anywhere() {
+        let machine = crate::validate::tests_support::machine(
+            "phases(Pending(initial), Creating, Running, Done(terminal)), \
+             transitions(Pending -> Creating, Creating -> Running, Running -> Done), \
+             retired(Provisioning -> Creating, Starting -> Running)",
+        );
+        assert_eq!(
+            cel_transition_rule(&machine),
+            "self == oldSelf || (oldSelf == 'Pending' && self in ['Creating']) || \
+             (oldSelf == 'Creating' && self in ['Running']) || \
+             (oldSelf == 'Running' && self in ['Done']) || \
+             (oldSelf == 'Provisioning' && self in ['Creating']) || \
+             (oldSelf == 'Starting' && self in ['Running']) || \
+             !(oldSelf in ['Pending', 'Creating', 'Running', 'Done', 'Provisioning', 'Starting'])"
         );
     }
 

@@ -28,6 +28,16 @@ pub struct RawSpec {
     pub ready: Option<Name>,
     /// What the controller does when it finds a phase it did not write: `adopt` or `revert`.
     pub drift: Option<Text>,
+    /// Phase names of older specs and the declared phase each moves to, in spec order.
+    pub retired: Vec<RawRetired>,
+}
+
+/// `Provisioning: Creating` (YAML) or `Provisioning -> Creating` (DSL): objects stored in the
+/// retired phase `name` move to the declared phase `to`.
+#[derive(Debug)]
+pub struct RawRetired {
+    pub name: Name,
+    pub to: Name,
 }
 
 #[derive(Debug)]

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::diag::{Diagnostic, Diagnostics, Loc};
-use crate::model::{Condition, Drift, Edge, Event, Machine, Phase, Timeout, Trigger};
+use crate::model::{Condition, Drift, Edge, Event, Machine, Phase, Retired, Timeout, Trigger};
 use crate::names;
 use crate::spec::{Name, RawSpec, RawTransition};
 
@@ -33,6 +33,7 @@ pub fn validate(spec: &RawSpec, diags: &mut Diagnostics) -> Machine {
     let finalizer = v.finalizer();
     let ready = v.ready();
     let drift = v.drift();
+    let retired = v.retired();
     let errors_before_initial = v.diags.len();
     let initial = v.initial();
     // With two initial phases, reachability from "the" initial phase is meaningless.
@@ -54,6 +55,7 @@ pub fn validate(spec: &RawSpec, diags: &mut Diagnostics) -> Machine {
         finalizer,
         ready,
         drift,
+        retired,
     }
 }
 
@@ -271,23 +273,31 @@ impl<'a> Validator<'a> {
         if let Some(&i) = self.phase_index.get(&name.text) {
             return Some(i);
         }
-        let known: Vec<&str> = self.phase_index.keys().map(String::as_str).collect();
-        self.diags.push(
-            Diagnostic::new(name.loc, format!("unknown phase `{}` in {role}", name.text))
-                .suggest(&name.text, known.iter().copied())
-                .help(format!(
-                    "declared phases: {}",
-                    list_in_order(
-                        &self
-                            .spec
-                            .phases
-                            .iter()
-                            .map(|p| p.name.text.as_str())
-                            .collect::<Vec<_>>()
-                    )
-                )),
-        );
+        let unknown = self.unknown_phase(name, role, None);
+        self.diags.push(unknown);
         None
+    }
+
+    /// "unknown phase `X` in {role}", with "did you mean", the `hint` if any, and the declared
+    /// phases.
+    fn unknown_phase(&self, name: &Name, role: &str, hint: Option<String>) -> Diagnostic {
+        let known: Vec<&str> = self.phase_index.keys().map(String::as_str).collect();
+        let mut d = Diagnostic::new(name.loc, format!("unknown phase `{}` in {role}", name.text))
+            .suggest(&name.text, known.iter().copied());
+        if let Some(hint) = hint {
+            d = d.help(hint);
+        }
+        d.help(format!(
+            "declared phases: {}",
+            list_in_order(
+                &self
+                    .spec
+                    .phases
+                    .iter()
+                    .map(|p| p.name.text.as_str())
+                    .collect::<Vec<_>>()
+            )
+        ))
     }
 
     fn condition(&mut self, name: &Name, role: &str) -> Option<usize> {
@@ -605,6 +615,81 @@ impl<'a> Validator<'a> {
         }
     }
 
+    /// The `retired:` map: every old name a valid phase name that is no longer declared and is
+    /// listed once; every target a declared phase.
+    fn retired(&mut self) -> Vec<Retired> {
+        let spec: &'a RawSpec = self.spec;
+        let mut out = Vec::new();
+        let mut first_of: BTreeMap<&str, Loc> = BTreeMap::new();
+        for raw in &spec.retired {
+            let old = &raw.name;
+            if let Some(&first) = first_of.get(old.text.as_str()) {
+                self.diags.push(
+                    Diagnostic::new(old.loc, format!("retired phase `{}` is listed twice", old.text))
+                        .help(format!(
+                            "it is first listed {}; an object stored in `{}` moves to one phase, so keep one entry",
+                            earlier(first),
+                            old.text
+                        )),
+                );
+                continue;
+            }
+            first_of.insert(&old.text, old.loc);
+            let mut valid = true;
+            if let Some(declared) = spec.phases.iter().find(|p| p.name.text == old.text) {
+                let at = match declared.name.loc {
+                    Loc::File(pos) => format!("on line {}", pos.line),
+                    Loc::Span(_) => "in `phases(..)`".to_owned(),
+                };
+                self.diags.push(
+                    Diagnostic::new(old.loc, format!("retired phase `{}` is still declared", old.text))
+                        .help(format!(
+                            "it is declared {at}; a retired name is a phase this spec no longer has: remove `{}` from `retired`, or rename the declared phase",
+                            old.text
+                        )),
+                );
+                valid = false;
+            } else if let Some(problem) = names::camel_ident_problem(&old.text) {
+                self.diags.push(
+                    Diagnostic::new(old.loc, format!("invalid retired phase name: {problem}"))
+                        .help(format!(
+                            "a retired name is a phase of an older spec and follows the same rule as phases, e.g. `{}`",
+                            suggest_camel(&old.text)
+                        )),
+                );
+                valid = false;
+            }
+            let to = self.phase_index.get(&raw.to.text).copied();
+            if to.is_none() {
+                // `Old: Older` where `Older` is retired too: say where `Older` leads.
+                let hint = spec
+                    .retired
+                    .iter()
+                    .find(|r| r.name.text == raw.to.text)
+                    .map(|next| {
+                        let (older, old) = (&raw.to.text, &old.text);
+                        if self.phase_index.contains_key(&next.to.text) {
+                            format!(
+                                "`{older}` is itself retired; map `{old}` straight to `{}`, the phase `{older}` moves to",
+                                next.to.text
+                            )
+                        } else {
+                            format!("`{older}` is itself retired; map `{old}` to a declared phase")
+                        }
+                    });
+                let unknown = self.unknown_phase(&raw.to, "`retired`", hint);
+                self.diags.push(unknown);
+            }
+            if let (true, Some(to)) = (valid, to) {
+                out.push(Retired {
+                    name: old.text.clone(),
+                    to,
+                });
+            }
+        }
+        out
+    }
+
     fn graph(&mut self, phases: &[Phase], edges: &[(Edge, &RawTransition)], initial: usize) {
         if phases.is_empty() {
             return;
@@ -896,5 +981,34 @@ mod machine_tests {
         );
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!((m.ready, m.drift), (Some(0), Drift::Revert));
+    }
+
+    #[test]
+    fn retired_names_are_undeclared_valid_names_listed_once_that_map_to_declared_phases() {
+        let (m, errors) = check(
+            "phases(A(initial), B(terminal)), transitions(A -> B), retired(Old -> B, Older -> A)",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        let retired = |name: &str, to| Retired {
+            name: name.to_owned(),
+            to,
+        };
+        assert_eq!(m.retired, [retired("Old", 1), retired("Older", 0)]);
+
+        let (m, errors) = check(
+            "phases(A(initial), B(terminal)), transitions(A -> B), \
+             retired(A -> B, Old -> Bee, Old -> A, Self -> A, Gone -> Older, Older -> B)",
+        );
+        assert_eq!(errors.len(), 5, "{errors:?}");
+        assert_eq!(errors[0], "retired phase `A` is still declared");
+        assert_eq!(errors[1], "unknown phase `Bee` in `retired`");
+        assert_eq!(errors[2], "retired phase `Old` is listed twice");
+        assert_eq!(
+            errors[3],
+            "invalid retired phase name: `Self` is a Rust keyword"
+        );
+        assert_eq!(errors[4], "unknown phase `Older` in `retired`");
+        // Only the valid entry reaches the best-effort machine.
+        assert_eq!(m.retired, [retired("Older", 1)]);
     }
 }

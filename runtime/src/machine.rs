@@ -34,7 +34,8 @@ pub struct MachineData {
     pub mermaid: &'static str,
     /// The machine as a Graphviz DOT digraph.
     pub dot: &'static str,
-    /// The CEL rule for `status.phase`: stay, or move along a declared edge.
+    /// The CEL rule for `status.phase`: stay, move along a declared edge, move from a retired
+    /// name to the phase it maps to, or leave any other value the spec does not declare.
     pub cel_phase_rule: &'static str,
     /// The CEL rule on the object (root) that the first phase written is the initial phase or
     /// one of its direct successors.

@@ -1,5 +1,6 @@
 //! The CRD helper: the CEL rules on `status.phase`, checked client-side (kube's `cel`) for every
-//! legal and illegal pair of phases of the example specs, and the printer columns.
+//! legal and illegal pair of phases of the example specs and of a machine with retired phase
+//! names, and the printer columns.
 
 use kube_fsm::crd::{CrdError, validate_update};
 use kube_fsm::{MachineStatus, Phase, PhaseValue, StateMachine};
@@ -7,6 +8,37 @@ use kube_fsm_tests::resources::{
     Database, DatabasePhase, DatabaseSpec, DatabaseStatus, Pipeline, PipelinePhase, PipelineSpec,
     PipelineStatus,
 };
+use store::{Store, StorePhase, StoreSpec, StoreStatus};
+
+mod store {
+    use kube::CustomResource;
+    use kube_fsm::{MachineStatus, state_machine};
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    /// An older spec had `Provisioning` and `Starting`; this one calls them `Creating` and
+    /// `Running`.
+    #[state_machine(
+        phases(Pending(initial), Creating, Running, Done(terminal)),
+        transitions(Pending -> Creating, Creating -> Running, Running -> Done),
+        retired(Provisioning -> Creating, Starting -> Running),
+    )]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Store",
+        namespaced,
+        status = "StoreStatus"
+    )]
+    pub struct StoreSpec {}
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct StoreStatus {
+        #[serde(flatten)]
+        pub machine: MachineStatus<StorePhase>,
+    }
+}
 
 fn database(phase: Option<PhaseValue<DatabasePhase>>) -> Database {
     let mut db = Database::new("db", DatabaseSpec::default());
@@ -18,6 +50,17 @@ fn database(phase: Option<PhaseValue<DatabasePhase>>) -> Database {
         endpoint: None,
     });
     db
+}
+
+fn store(phase: Option<PhaseValue<StorePhase>>) -> Store {
+    let mut store = Store::new("store", StoreSpec::default());
+    store.status = Some(StoreStatus {
+        machine: MachineStatus {
+            phase,
+            ..MachineStatus::default()
+        },
+    });
+    store
 }
 
 fn pipeline(phase: Option<PhaseValue<PipelinePhase>>) -> Pipeline {
@@ -73,6 +116,7 @@ where
 fn every_legal_pair_passes_and_every_illegal_pair_is_refused() {
     assert_eq!(every_pair(database), (5 + 7, 25 - 12));
     assert_eq!(every_pair(pipeline), (4 + 4, 16 - 8));
+    assert_eq!(every_pair(store), (4 + 3, 16 - 7));
 }
 
 #[test]
@@ -121,6 +165,38 @@ fn a_phase_the_spec_does_not_declare_may_be_left_for_any_phase() {
         let result = validate_update(
             &database(Some(PhaseValue::Known(phase))),
             &database(Some(PhaseValue::Unknown("Archived".into()))),
+        );
+        assert!(result.is_ok(), "Archived -> {phase}: {result:?}");
+    }
+}
+
+#[test]
+fn a_retired_phase_may_be_left_only_for_the_phase_it_maps_to() {
+    for (retired, mapped) in [
+        ("Provisioning", StorePhase::Creating),
+        ("Starting", StorePhase::Running),
+    ] {
+        for phase in StorePhase::ALL {
+            let result = validate_update(
+                &store(Some(PhaseValue::Known(phase))),
+                &store(Some(PhaseValue::Unknown(retired.into()))),
+            );
+            if phase == mapped {
+                assert!(result.is_ok(), "{retired} -> {phase}: {result:?}");
+            } else {
+                let message = result.expect_err("refused").to_string();
+                assert!(
+                    message.contains(&format!("cannot move from {retired} to {phase}")),
+                    "{message}"
+                );
+            }
+        }
+    }
+    // A value that is neither declared nor retired may still be left for any phase.
+    for phase in StorePhase::ALL {
+        let result = validate_update(
+            &store(Some(PhaseValue::Known(phase))),
+            &store(Some(PhaseValue::Unknown("Archived".into()))),
         );
         assert!(result.is_ok(), "Archived -> {phase}: {result:?}");
     }

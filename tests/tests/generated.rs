@@ -158,6 +158,7 @@ fn machine_data_describes_the_spec() {
         "ServiceAvailable"
     );
     assert_eq!(m.drift, kube_fsm::DriftPolicy::Adopt);
+    assert!(m.retired.is_empty(), "the reference spec retires no phase");
 }
 
 #[test]
