@@ -201,6 +201,7 @@ pub mod resources {
     #[state_machine(
         phases(Pending(initial), Active, Retired(terminal)),
         transitions(Pending -> Active on Activate, Active -> Retired on Retire),
+        retired(Activating -> Active),
         drift = revert,
     )]
     #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]

@@ -278,3 +278,68 @@ async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
     wait_phase(&api, "a", "Active").await;
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_retired_phase_moves_to_its_successor_without_running_a_handler() {
+    let Some((client, ns)) =
+        cluster::prepare("a_retired_phase_moves_to_its_successor", "fsm-retired").await
+    else {
+        return;
+    };
+    let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
+    api.create(&PostParams::default(), &Guarded::new("g", GuardedSpec {}))
+        .await
+        .expect("create");
+    // Stored by an older version of the operator, whose spec called the phase `Activating`.
+    let params = PatchParams::default();
+    let entered = "2026-01-02T03:04:05Z";
+    api.patch_status(
+        "g",
+        &params,
+        &Patch::Merge(
+            &json!({ "status": { "phase": "Activating", "lastPhaseTransitionTime": entered } }),
+        ),
+    )
+    .await
+    .expect("older status");
+    let guards = Guards::default();
+    let mut registry = Registry::default();
+    let operator = start::<Guarded, _>(&client, &ns, guards.clone(), &mut registry);
+    let migrated = wait_phase(&api, "g", "Active").await;
+    let status = migrated.status.expect("status").machine;
+    assert_eq!(
+        status
+            .last_phase_transition_time
+            .map(|t| t.0.to_string())
+            .as_deref(),
+        Some(entered),
+        "the object has been in the renamed phase since then"
+    );
+    assert_eq!(
+        guards.pending_calls.load(Ordering::SeqCst),
+        0,
+        "no handler re-ran"
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let found = eventually(Duration::from_secs(10), || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("PhaseMigrated") && e.type_.as_deref() == Some("Normal")
+        })
+    })
+    .await
+    .expect("a PhaseMigrated event");
+    assert!(
+        found
+            .note
+            .unwrap_or_default()
+            .contains("moving it to Active"),
+        "the note says where it went"
+    );
+    let metrics = scrape(&registry);
+    assert!(
+        metrics.contains("kube_fsm_drift_total{machine=\"Guarded\",action=\"migrated\"} 1"),
+        "{metrics}"
+    );
+    operator.stop().await;
+}
