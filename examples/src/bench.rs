@@ -293,7 +293,7 @@ struct Report<'a> {
 /// The Databases of this example (other groups' `databases` do not count).
 const DATABASES: &str = "databases.example.kube-fsm.dev";
 
-/// Per-object limits of DESIGN §4, checked on the first two windows together.
+/// Per-object limits of the API economy (ARCHITECTURE.md), checked on the first two windows together.
 const STATUS_WRITES_PER_OBJECT: u64 = 2;
 const CHILD_WRITES_PER_OBJECT: u64 = 1;
 
@@ -545,7 +545,7 @@ impl Report<'_> {
             notes.push(format!(
                 "- Provisioning ran {provisioning} times for {n} objects: {} steps ran on a \
                  cache that did not yet hold the object's last status write (the stale-cache \
-                 case of DESIGN §4).",
+                 case in ARCHITECTURE.md).",
                 provisioning - n
             ));
         }
@@ -578,7 +578,7 @@ impl Report<'_> {
         if events > 0 {
             notes.push(format!(
                 "- The engine also wrote {events} Kubernetes Events while converging (one per \
-                 transition); DESIGN's limits do not count them."
+                 transition); the API-economy limits do not count them."
             ));
         }
         let deletion = &self.windows[4];

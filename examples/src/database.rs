@@ -1,7 +1,7 @@
 //! The `Database` custom resource, driven by `specs/database.yaml`, and its phase handlers.
 //!
 //! Each Database owns one child, a ConfigMap of the same name that stands in for the database's
-//! pods. The handlers are written for API economy (DESIGN §4): an object reaches `Running` with
+//! pods. The handlers are written for API economy (see ARCHITECTURE.md, API economy): an object reaches `Running` with
 //! two status writes and one child write, and a reconcile of a converged object writes nothing.
 //!
 //! - Pending: nothing to check; fires `Accept`. The engine folds status initialisation into
