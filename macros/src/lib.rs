@@ -13,6 +13,8 @@ mod expand;
 mod from_yaml;
 mod model;
 mod names;
+#[cfg(test)]
+mod properties;
 mod render;
 mod spec;
 mod validate;

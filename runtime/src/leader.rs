@@ -6,8 +6,8 @@
 //! - the holder tries to renew every `retry_period`;
 //! - if no renewal has succeeded for `renew_deadline` (counted from the start of the last
 //!   successful request), it gives leadership up: no new reconcile starts, in-flight ones get
-//!   until the Lease could expire to finish and are then cancelled, and `run` returns
-//!   [`Stopped::LeaseLost`];
+//!   half the margin (`duration - renew_deadline`) to finish and are then cancelled, and `run`
+//!   returns [`Stopped::LeaseLost`];
 //! - another replica takes over only after the record has not changed for `duration` on its
 //!   own clock. Since `renew_deadline < duration`, the old holder has stopped by then.
 
@@ -168,9 +168,10 @@ impl LeaderElection {
             () = &mut renewing => {}
         }
         let _ = lost_tx.send(());
-        // In-flight reconciles may finish while the Lease cannot have expired yet; past that,
-        // they are cancelled, so nothing of this replica's runs once another may lead.
-        let grace = self.duration.saturating_sub(self.renew_deadline);
+        // In-flight reconciles may finish within half the margin before the Lease could expire
+        // for others; past that they are cancelled, so nothing of this replica's runs once
+        // another may lead.
+        let grace = self.duration.saturating_sub(self.renew_deadline) / 2;
         if tokio::time::timeout(grace, body).await.is_err() {
             tracing::warn!(lease = %self.lease, ?grace, "in-flight reconciles cancelled after losing the Lease");
         }
