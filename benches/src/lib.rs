@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod big_match;
+pub mod chaos;
 
 /// A resource with a big machine: 150 phases, 320 edges.
 #[state_machine(spec = "specs/big.yaml")]

@@ -26,7 +26,7 @@ pub(crate) enum Lenient<K> {
     /// An object whose body does not decode as `K`.
     Undecodable {
         /// Its metadata, when that part decodes.
-        meta: ObjectMeta,
+        meta: Box<ObjectMeta>,
         /// Why the rest does not.
         error: String,
     },
@@ -38,10 +38,12 @@ impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
         Ok(match K::deserialize(&value) {
             Ok(object) => Lenient::Decoded(object),
             Err(error) => Lenient::Undecodable {
-                meta: value
-                    .get("metadata")
-                    .and_then(|m| ObjectMeta::deserialize(m).ok())
-                    .unwrap_or_default(),
+                meta: Box::new(
+                    value
+                        .get("metadata")
+                        .and_then(|m| ObjectMeta::deserialize(m).ok())
+                        .unwrap_or_default(),
+                ),
                 error: error.to_string(),
             },
         })

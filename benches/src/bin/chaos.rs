@@ -1,0 +1,702 @@
+//! The chaos run: the Database machine driven by two operator replicas with leader election,
+//! against the real API server, under faults, with an independent observer.
+//!
+//! ```text
+//! cargo run --release -p kube-fsm-benches --bin chaos -- [--objects 1000] [--namespaces 20]
+//!     [--faults 300] [--converge-limit 180] [--server-faults]
+//! ```
+//!
+//! For `--faults` seconds: every request of the replicas may be delayed, refused (429 with
+//! Retry-After, 503), answered with 500 after it landed, or reset (before or after the server
+//! saw it); watches stall or drop; the leader is killed (its task aborted: it releases nothing,
+//! its memory is gone) every 15–30 s and a new replica started; replicas that stop on a lost
+//! Lease are restarted. With `--server-faults` (needs `scripts/envtest`), the API server is
+//! restarted with etcd kept, and etcd is compacted (watches then meet 410 Gone and relist).
+//! External writers meanwhile make legal and illegal status edits, change specs, delete objects
+//! in every phase, and create objects with an undeclared phase (corrected once faults stop).
+//! Then faults stop and the run waits until every object is where its handlers lead.
+//!
+//! Prints the invariants as counts and exits non-zero if any is violated.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use kube_fsm::{LeaderElection, Operator, Stopped};
+use kube_fsm_benches::chaos::ChaosHandler;
+use kube_fsm_benches::chaos::checker::{Observer, declared};
+use kube_fsm_benches::chaos::faults::{FaultLayer, FaultPlan};
+use kube_fsm_tests::resources::Database;
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+const OPERATOR: &str = "kube-fsm-chaos";
+const LABEL: &str = "kube-fsm-chaos";
+const WRITER: &str = "chaos-writer";
+
+#[derive(Debug)]
+struct Options {
+    objects: usize,
+    namespaces: usize,
+    faults: Duration,
+    converge_limit: Duration,
+    server_faults: bool,
+}
+
+fn options() -> Result<Options, String> {
+    let mut options = Options {
+        objects: 1_000,
+        namespaces: 20,
+        faults: Duration::from_secs(300),
+        converge_limit: Duration::from_secs(180),
+        server_faults: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut number = |name: &str| -> Result<u64, String> {
+            args.next()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("{name} takes a number"))
+        };
+        match arg.as_str() {
+            "--objects" => {
+                options.objects =
+                    usize::try_from(number("--objects")?).map_err(|e| e.to_string())?
+            }
+            "--namespaces" => {
+                options.namespaces = usize::try_from(number("--namespaces")?)
+                    .map_err(|e| e.to_string())?
+                    .max(1);
+            }
+            "--faults" => options.faults = Duration::from_secs(number("--faults")?),
+            "--converge-limit" => {
+                options.converge_limit = Duration::from_secs(number("--converge-limit")?)
+            }
+            "--server-faults" => options.server_faults = true,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(options)
+}
+
+/// Everything a replica needs; replicas come and go, these stay.
+#[derive(Clone)]
+struct Shared {
+    config: kube::Config,
+    plan: Arc<FaultPlan>,
+    handler: ChaosHandler,
+    metrics: kube_fsm::metrics::Metrics,
+    run: String,
+    lease_ns: String,
+}
+
+struct Replica {
+    identity: String,
+    task: JoinHandle<Stopped>,
+}
+
+fn spawn_replica(shared: &Shared, n: usize) -> Replica {
+    let identity = format!("replica-{n}");
+    let client = kube::client::ClientBuilder::try_from(shared.config.clone())
+        .expect("client")
+        .with_layer(&FaultLayer(shared.plan.clone()))
+        .build();
+    let selector = format!("{LABEL}={}", shared.run);
+    let operator = Operator::<Database, _>::new(client, shared.handler.clone())
+        .watcher_config(watcher::Config::default().labels(&selector))
+        .field_manager(OPERATOR)
+        .reporter(identity.clone())
+        .metrics(&shared.metrics)
+        .leader_election(
+            LeaderElection::new(format!("chaos-{}", shared.run), shared.lease_ns.clone())
+                .identity(identity.clone())
+                .duration(Duration::from_secs(6))
+                .renew_deadline(Duration::from_secs(4))
+                .retry_period(Duration::from_secs(1)),
+        )
+        .shutdown_on(std::future::pending());
+    Replica {
+        identity,
+        task: tokio::spawn(operator.run()),
+    }
+}
+
+/// What the external writers did that decides where an object must end.
+#[derive(Debug, Default)]
+struct Expect {
+    /// Objects set to the terminal phase by hand.
+    failed: HashMap<String, ()>,
+    /// Objects created with an undeclared phase, to correct once faults stop.
+    undeclared: Vec<(String, String)>,
+    /// Actions by kind.
+    actions: BTreeMap<&'static str, u64>,
+    /// How many of [`FIRST_OF_EACH`] are done.
+    first_done: usize,
+}
+
+fn key(db: &Database) -> String {
+    format!("{}/{}", db.namespace().unwrap_or_default(), db.name_any())
+}
+
+fn new_db(name: &str, ns: &str, run: &str) -> Database {
+    let mut db = Database::sample(name);
+    db.metadata = ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(ns.into()),
+        labels: Some([(LABEL.to_owned(), run.to_owned())].into()),
+        ..ObjectMeta::default()
+    };
+    db
+}
+
+/// Where each kind of action starts in the draw out of 100 (legal edit 20 %, edit to Failed 8 %,
+/// illegal edit 20 %, spec change 15 %, delete 17 %, create undeclared 8 %, create 12 %), in the
+/// order the run first makes one of each: creations first, edits once objects got somewhere.
+const FIRST_OF_EACH: [u32; 7] = [88, 80, 48, 63, 0, 20, 28];
+
+/// One external action on the run's objects: one of each kind first, then drawn at random.
+async fn act(
+    client: &Client,
+    run: &str,
+    namespaces: &[String],
+    expect: &mut Expect,
+    serial: &mut u64,
+) {
+    let first = FIRST_OF_EACH.get(expect.first_done).copied();
+    let roll = first.unwrap_or_else(|| fastrand::u32(..100));
+    let ns = &namespaces[fastrand::usize(..namespaces.len())];
+    let api: Api<Database> = Api::namespaced(client.clone(), ns);
+    let params = PatchParams {
+        field_manager: Some(WRITER.into()),
+        ..PatchParams::default()
+    };
+    let Ok(list) = api
+        .list(&ListParams::default().labels(&format!("{LABEL}={run}")))
+        .await
+    else {
+        return;
+    };
+    let live: Vec<&Database> = list
+        .items
+        .iter()
+        .filter(|d| d.meta().deletion_timestamp.is_none())
+        .collect();
+    let phase_of = |d: &Database| {
+        d.status
+            .as_ref()
+            .and_then(|s| s.machine.phase.as_ref())
+            .map(|p| p.as_str().to_owned())
+    };
+    let name = |prefix: &str, serial: &mut u64| {
+        *serial += 1;
+        format!("{prefix}-{serial}")
+    };
+    let pick = || live.get(fastrand::usize(..live.len().max(1))).copied();
+    let status_edit = |phase: &'static str| json!({ "status": { "phase": phase } });
+    let (kind, result) = match roll {
+        0..20 => {
+            // A legal edit: Running -> Degraded (the rules lead back to Running).
+            let Some(db) = live
+                .iter()
+                .find(|d| phase_of(d).as_deref() == Some("Running"))
+            else {
+                return;
+            };
+            (
+                "legal edit",
+                api.patch_status(
+                    &db.name_any(),
+                    &params,
+                    &Patch::Merge(&status_edit("Degraded")),
+                )
+                .await
+                .map(drop),
+            )
+        }
+        20..28 => {
+            // A legal edit into the terminal phase: the object must stay Failed.
+            let Some(db) = live
+                .iter()
+                .find(|d| matches!(phase_of(d).as_deref(), Some("Running" | "Provisioning")))
+            else {
+                return;
+            };
+            let result = api
+                .patch_status(
+                    &db.name_any(),
+                    &params,
+                    &Patch::Merge(&status_edit("Failed")),
+                )
+                .await
+                .map(drop);
+            if result.is_ok() {
+                expect.failed.insert(key(db), ());
+            }
+            ("edit to Failed", result)
+        }
+        28..48 => {
+            // An illegal edit (1.20 runs no CEL): the engine reports it and, by `drift: adopt`,
+            // continues from the phase found.
+            let Some(db) = live
+                .iter()
+                .find(|d| phase_of(d).as_deref() == Some("Running"))
+            else {
+                return;
+            };
+            (
+                "illegal edit",
+                api.patch_status(
+                    &db.name_any(),
+                    &params,
+                    &Patch::Merge(&status_edit("Pending")),
+                )
+                .await
+                .map(drop),
+            )
+        }
+        48..63 => {
+            let Some(db) = pick() else { return };
+            let version = format!("{}", 10 + fastrand::u32(..90));
+            let patch = json!({ "spec": { "version": version } });
+            (
+                "spec change",
+                api.patch(&db.name_any(), &params, &Patch::Merge(&patch))
+                    .await
+                    .map(drop),
+            )
+        }
+        63..80 => {
+            let Some(db) = pick() else { return };
+            expect.failed.remove(&key(db));
+            (
+                "delete",
+                api.delete(&db.name_any(), &DeleteParams::default())
+                    .await
+                    .map(drop),
+            )
+        }
+        80..88 => {
+            // An object of an older spec: an undeclared phase from the start.
+            let name = name("undeclared", serial);
+            let created = api
+                .create(&PostParams::default(), &new_db(&name, ns, run))
+                .await;
+            let result = match created {
+                Ok(_) => api
+                    .patch_status(&name, &params, &Patch::Merge(&status_edit("Archived")))
+                    .await
+                    .map(drop),
+                Err(err) => Err(err),
+            };
+            if result.is_ok() {
+                expect.undeclared.push((ns.clone(), name));
+            }
+            ("create undeclared", result)
+        }
+        _ => {
+            let name = name("late", serial);
+            (
+                "create",
+                api.create(&PostParams::default(), &new_db(&name, ns, run))
+                    .await
+                    .map(drop),
+            )
+        }
+    };
+    if result.is_ok() {
+        *expect.actions.entry(kind).or_default() += 1;
+        if first.is_some() {
+            expect.first_done += 1;
+        }
+    }
+}
+
+fn envtest(command: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/envtest");
+    match std::process::Command::new(script).arg(command).status() {
+        Ok(status) if status.success() => {}
+        other => eprintln!("chaos: scripts/envtest {command} failed: {other:?}"),
+    }
+}
+
+async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
+    leases.get(name).await.ok()?.spec?.holder_identity
+}
+
+/// Where every object must end: Failed if set so by hand, else Running; deleted ones gone.
+async fn unconverged(
+    client: &Client,
+    run: &str,
+    expect: &Expect,
+) -> Result<Vec<String>, kube::Error> {
+    let api: Api<Database> = Api::all(client.clone());
+    let list = api
+        .list(&ListParams::default().labels(&format!("{LABEL}={run}")))
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .filter_map(|db| {
+            let phase = db
+                .status
+                .as_ref()
+                .and_then(|s| s.machine.phase.as_ref())
+                .map(|p| p.as_str().to_owned());
+            let want = if expect.failed.contains_key(&key(db)) {
+                "Failed"
+            } else {
+                "Running"
+            };
+            let ok = db.meta().deletion_timestamp.is_none() && phase.as_deref() == Some(want);
+            (!ok).then(|| {
+                format!(
+                    "{} is {phase:?}{}",
+                    key(db),
+                    if db.meta().deletion_timestamp.is_some() {
+                        " (deleting)"
+                    } else {
+                        ""
+                    }
+                )
+            })
+        })
+        .collect())
+}
+
+#[tokio::main]
+async fn main() {
+    let options = match options() {
+        Ok(options) => options,
+        Err(err) => {
+            eprintln!("chaos: {err}");
+            std::process::exit(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let panics = Arc::new(AtomicU64::new(0));
+    {
+        let panics = panics.clone();
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            panics.fetch_add(1, Ordering::SeqCst);
+            default(info);
+        }));
+    }
+    let config = kube::Config::infer()
+        .await
+        .expect("a kubeconfig (scripts/envtest env)");
+    let client = Client::try_from(config.clone()).expect("client");
+    kube_fsm_tests::cluster::install_crds(&client).await;
+    let run = format!("{:06x}", fastrand::u32(..0x00ff_ffff));
+    let namespaces: Vec<String> = (0..options.namespaces)
+        .map(|i| format!("chaos-{run}-{i}"))
+        .collect();
+    for ns in &namespaces {
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some(ns.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("create namespace");
+    }
+    eprintln!("chaos {run}: {options:?}");
+
+    let observer = Arc::new(Observer::default());
+    let watch = tokio::spawn(observer.clone().run(
+        Api::all(client.clone()),
+        watcher::Config::default().labels(&format!("{LABEL}={run}")),
+        OPERATOR.to_owned(),
+    ));
+    let registry_metrics = kube_fsm::metrics::Metrics::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry_metrics.register(&mut registry);
+    let shared = Shared {
+        config,
+        plan: Arc::new(FaultPlan::chaos()),
+        handler: ChaosHandler::new(observer.clone()),
+        metrics: registry_metrics,
+        run: run.clone(),
+        lease_ns: namespaces[0].clone(),
+    };
+    let mut next_replica = 0;
+    let mut replicas: Vec<Replica> = (0..2)
+        .map(|_| {
+            next_replica += 1;
+            spawn_replica(&shared, next_replica)
+        })
+        .collect();
+
+    // Objects, created while faults are already on.
+    shared.plan.on.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let mut created = 0;
+    for i in (0..options.objects).step_by(50) {
+        let batch = (i..(i + 50).min(options.objects)).map(|i| {
+            let ns = namespaces[i % namespaces.len()].clone();
+            let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+            let db = new_db(&format!("db-{i}"), &ns, &run);
+            async move { api.create(&PostParams::default(), &db).await.is_ok() }
+        });
+        created += futures::future::join_all(batch)
+            .await
+            .into_iter()
+            .filter(|ok| *ok)
+            .count();
+    }
+    eprintln!(
+        "chaos {run}: created {created} objects in {:?}",
+        started.elapsed()
+    );
+
+    // The fault phase.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespaces[0]);
+    let lease = format!("chaos-{run}");
+    let mut expect = Expect::default();
+    let mut serial = 0;
+    let mut kills = 0;
+    let mut restarts_after_loss = 0;
+    let mut server_restarts = 0;
+    let mut compactions = 0;
+    let mut next_kill = Instant::now() + Duration::from_secs(15 + fastrand::u64(..15));
+    let mut last_requests = shared.plan.requests.load(Ordering::Relaxed);
+    let mut max_rate = 0u64;
+    let mut busiest = (String::new(), 0.0f64);
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let fault_start = Instant::now();
+    let milestones = [
+        options.faults / 4,
+        options.faults / 2,
+        options.faults * 3 / 4,
+    ];
+    let mut milestone = 0;
+    let actions_per_tick = (options.objects as f64 / 4.0) / (options.faults.as_secs_f64() * 4.0);
+    let mut owed_actions = 0.0;
+    let mut last_sample = Instant::now();
+    while fault_start.elapsed() < options.faults {
+        tick.tick().await;
+        owed_actions += actions_per_tick;
+        while owed_actions >= 1.0 {
+            owed_actions -= 1.0;
+            act(&client, &run, &namespaces, &mut expect, &mut serial).await;
+        }
+        if last_sample.elapsed() >= Duration::from_secs(1) {
+            let requests = shared.plan.requests.load(Ordering::Relaxed);
+            let rate = (requests - last_requests) as f64 / last_sample.elapsed().as_secs_f64();
+            max_rate = max_rate.max(rate as u64);
+            if let Some((object, count)) = shared.plan.busiest() {
+                let rate = count as f64 / last_sample.elapsed().as_secs_f64();
+                if rate > busiest.1 {
+                    busiest = (object, rate);
+                }
+            }
+            last_requests = requests;
+            last_sample = Instant::now();
+        }
+        // Replicas that stopped (a lost Lease) are restarted, as Kubernetes restarts a Pod.
+        for replica in &mut replicas {
+            if replica.task.is_finished() {
+                restarts_after_loss += 1;
+                next_replica += 1;
+                *replica = spawn_replica(&shared, next_replica);
+            }
+        }
+        if Instant::now() >= next_kill {
+            next_kill = Instant::now() + Duration::from_secs(15 + fastrand::u64(..15));
+            if let Some(leader) = holder(&leases, &lease).await
+                && let Some(replica) = replicas.iter_mut().find(|r| r.identity == leader)
+            {
+                replica.task.abort();
+                kills += 1;
+                next_replica += 1;
+                *replica = spawn_replica(&shared, next_replica);
+            }
+        }
+        if options.server_faults
+            && milestone < milestones.len()
+            && fault_start.elapsed() >= milestones[milestone]
+        {
+            if milestone == 1 {
+                envtest("restart-apiserver");
+                server_restarts += 1;
+            } else {
+                envtest("compact");
+                compactions += 1;
+            }
+            milestone += 1;
+        }
+    }
+    shared.plan.on.store(false, Ordering::SeqCst);
+    let faults_stopped = Instant::now();
+    // Objects of an older spec, held meanwhile, are corrected by hand.
+    let params = PatchParams {
+        field_manager: Some(WRITER.into()),
+        ..PatchParams::default()
+    };
+    for (ns, name) in &expect.undeclared {
+        let api: Api<Database> = Api::namespaced(client.clone(), ns);
+        let held = api.get_opt(name).await.ok().flatten();
+        if let Some(db) = held {
+            let phase = db
+                .status
+                .as_ref()
+                .and_then(|s| s.machine.phase.as_ref())
+                .map(|p| p.as_str().to_owned());
+            if phase.as_deref().is_some_and(|p| !declared(p)) {
+                let _ = api
+                    .patch_status(
+                        name,
+                        &params,
+                        &Patch::Merge(&json!({ "status": { "phase": "Pending" } })),
+                    )
+                    .await;
+            }
+        }
+    }
+
+    // Convergence.
+    let mut left = Vec::new();
+    let mut converged = None;
+    while faults_stopped.elapsed() < options.converge_limit {
+        match unconverged(&client, &run, &expect).await {
+            Ok(now) if now.is_empty() => {
+                converged = Some(faults_stopped.elapsed());
+                break;
+            }
+            Ok(now) => left = now,
+            Err(err) => eprintln!("chaos: list failed: {err}"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Idle: nothing more is written once converged.
+    let moves_before = observer.findings().operator_moves;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle_moves = observer.findings().operator_moves - moves_before;
+    for replica in &replicas {
+        replica.task.abort();
+    }
+    watch.abort();
+
+    let findings = observer.findings();
+    let runs = shared.handler.runs.lock().expect("runs").clone();
+    let mut per_object: Vec<u64> = runs.values().copied().collect();
+    per_object.sort_unstable();
+    let max_runs = per_object.last().copied().unwrap_or(0);
+    let p50_runs = per_object.get(per_object.len() / 2).copied().unwrap_or(0);
+    let mut metrics_text = String::new();
+    prometheus_client::encoding::text::encode(&mut metrics_text, &registry).expect("encode");
+    let drift: u64 = metrics_text
+        .lines()
+        .filter(|l| l.starts_with("kube_fsm_drift_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    const MAX_RUNS: u64 = 50;
+    // A hot loop retries an object many times a second; the engine's backoff starts at 0.5 s.
+    const MAX_RATE_PER_OBJECT: f64 = 10.0;
+    let checks = [
+        (
+            "operator moves that are not edges",
+            findings.illegal_operator_moves as f64,
+            0.0,
+        ),
+        (
+            "finalizers removed before cleanup said Done",
+            findings.finalizer_before_cleanup as f64,
+            0.0,
+        ),
+        (
+            "objects not where their handlers lead (lost transitions, stuck finalizers)",
+            left.len() as f64 * f64::from(u8::from(converged.is_none())),
+            0.0,
+        ),
+        ("panics", panics.load(Ordering::SeqCst) as f64, 0.0),
+        (
+            "handler runs of the busiest object",
+            max_runs as f64,
+            MAX_RUNS as f64,
+        ),
+        (
+            "peak requests/s of the busiest object during faults",
+            busiest.1,
+            MAX_RATE_PER_OBJECT,
+        ),
+        ("operator phase writes while idle", idle_moves as f64, 0.0),
+    ];
+    println!("\n## chaos run {run}\n");
+    println!(
+        "objects {created} (+{} created during the run) in {} namespaces; faults {:?}; 2 replicas",
+        expect.actions.get("create").copied().unwrap_or(0)
+            + expect
+                .actions
+                .get("create undeclared")
+                .copied()
+                .unwrap_or(0),
+        options.namespaces,
+        options.faults
+    );
+    println!(
+        "requests {} (faults injected {}); leader kills {kills}; replicas restarted after a lost Lease {restarts_after_loss}; API-server restarts {server_restarts}; compactions {compactions}; observer relists {}",
+        shared.plan.requests.load(Ordering::Relaxed),
+        shared.plan.injected.load(Ordering::Relaxed),
+        findings.relists
+    );
+    println!("external actions: {:?}", expect.actions);
+    println!(
+        "operator phase moves {} (other writers' {}); drift reported {drift}; handler runs {} (per object p50 {p50_runs}, max {max_runs}); peak {max_rate} requests/s in all, {:.0}/s for {}",
+        findings.operator_moves,
+        findings.other_moves,
+        shared.handler.total.load(Ordering::Relaxed),
+        busiest.1,
+        busiest.0,
+    );
+    match converged {
+        Some(took) => println!(
+            "converged {took:.1?} after faults stopped (limit {:?})",
+            options.converge_limit
+        ),
+        None => println!(
+            "NOT converged within {:?}: {} objects, e.g. {:?}",
+            options.converge_limit,
+            left.len(),
+            &left[..left.len().min(5)]
+        ),
+    }
+    println!("\n| invariant | found | limit |\n|---|---|---|");
+    let mut failed = converged.is_none();
+    for (name, found, limit) in checks {
+        let ok = found <= limit;
+        failed |= !ok;
+        println!(
+            "| {name} | {found:.2} | {limit} |{}",
+            if ok { "" } else { " **VIOLATED**" }
+        );
+    }
+    for example in &findings.examples {
+        println!("- {example}");
+    }
+    println!(
+        "chaos: {}",
+        if failed {
+            "FAILED"
+        } else {
+            "all invariants held"
+        }
+    );
+    std::process::exit(i32::from(failed));
+}
