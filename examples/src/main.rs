@@ -36,7 +36,7 @@ usage:
   kube-fsm-examples run [--namespace NS] [--metrics-addr ADDR] [--leader-elect [--identity ID]
                         [--lease-namespace NS] [--lease-duration SECS]]
       run the operator (all namespaces by default) until Ctrl-C or SIGTERM, serving
-      /metrics and /healthz on ADDR (default 0.0.0.0:8080); with --leader-elect, only the
+      /metrics, /healthz and /readyz on ADDR (default 0.0.0.0:8080); with --leader-elect, only the
       replica holding the Lease kube-fsm-examples (in --lease-namespace, default the watched
       namespace or default; duration default 15 s) reconciles
   kube-fsm-examples demo [--objects N] [--namespace NS] [--timeout SECS] [--keep]

@@ -72,7 +72,7 @@ impl Running {
 pub struct RunOptions {
     /// Watch this namespace only (default: all).
     pub namespace: Option<String>,
-    /// Where to serve `/metrics` and `/healthz`.
+    /// Where to serve `/metrics`, `/healthz` and `/readyz`.
     pub metrics_addr: SocketAddr,
     /// Reconcile only while holding this Lease.
     pub election: Option<LeaderElection>,
@@ -87,7 +87,8 @@ pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
     let metrics = kube_fsm::metrics::Metrics::default();
     metrics.register(&mut registry);
     let mut operator = operator(client, handlers, options.namespace.as_deref()).metrics(&metrics);
-    let (addr, _server) = crate::serve::metrics(options.metrics_addr, registry).await?;
+    let (addr, _server) =
+        crate::serve::metrics(options.metrics_addr, registry, operator.health()).await?;
     tracing::info!(
         namespace = options.namespace.as_deref().unwrap_or("(all)"),
         metrics = %format!("http://{addr}/metrics"),

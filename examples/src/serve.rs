@@ -1,5 +1,6 @@
-//! The operator's own HTTP endpoint: `GET /metrics` (Prometheus text format) and
-//! `GET /healthz`, on hyper, as controller-runtime's manager serves them.
+//! The operator's own HTTP endpoint: `GET /metrics` (Prometheus text format), `GET /healthz`
+//! (liveness: the process serves) and `GET /readyz` (503 while the API server is unreachable,
+//! saying since when and why), on hyper, as controller-runtime's manager serves them.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -11,6 +12,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use kube_fsm::{Connection, Health};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
@@ -19,6 +21,7 @@ use tokio::net::TcpListener;
 pub async fn metrics(
     addr: SocketAddr,
     registry: Registry,
+    health: Health,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
@@ -29,8 +32,10 @@ pub async fn metrics(
                 continue;
             };
             let registry = registry.clone();
+            let health = health.clone();
             tokio::spawn(async move {
-                let service = service_fn(move |request| respond(request, registry.clone()));
+                let service =
+                    service_fn(move |request| respond(request, registry.clone(), health.clone()));
                 if let Err(err) = http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await
@@ -46,6 +51,7 @@ pub async fn metrics(
 async fn respond(
     request: Request<Incoming>,
     registry: Arc<Registry>,
+    health: Health,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let (status, content_type, body) = match request.uri().path() {
         "/metrics" => {
@@ -64,6 +70,14 @@ async fn respond(
             }
         }
         "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/readyz" => match health.status() {
+            Connection::Up => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+            Connection::Down { since, reason } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("the API server has been unreachable since {since}: {reason}\n"),
+            ),
+        },
         _ => (
             StatusCode::NOT_FOUND,
             "text/plain",

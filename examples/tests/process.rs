@@ -161,6 +161,11 @@ async fn the_operator_serves_its_metrics() {
         );
     }
     assert_eq!(http_get(addr, "/healthz").await.as_deref(), Some("ok\n"));
+    assert_eq!(
+        http_get(addr, "/readyz").await.as_deref(),
+        Some("ok\n"),
+        "ready: the API server answers"
+    );
 
     // `kubectl get databases`: the API server's Table rendering of the example's CRD.
     let request = http::Request::get(format!(

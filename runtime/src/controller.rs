@@ -15,6 +15,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::backoff::Backoff;
+use crate::health::{Health, ReconnectBackoff};
 use crate::leader::LeaderElection;
 use crate::metrics::{MachineMetrics, Metrics};
 use crate::reconcile::{Engine, EngineConfig, Reconciled};
@@ -48,6 +49,7 @@ pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 's
     metrics: Arc<MachineMetrics>,
     store: Arc<OnceLock<Store<K>>>,
     leader: Option<LeaderElection>,
+    health: Health,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> std::fmt::Debug
@@ -82,6 +84,7 @@ where
             metrics: Arc::new(Metrics::default().for_machine::<K>(Arc::new(OnceLock::new()))),
             store: Arc::new(OnceLock::new()),
             leader: None,
+            health: Health::default(),
         }
     }
 
@@ -141,6 +144,22 @@ where
     pub fn metrics(mut self, metrics: &Metrics) -> Self {
         self.metrics = Arc::new(metrics.for_machine(self.store.clone()));
         self
+    }
+
+    /// The longest wait before a failed watch reconnects (default 30 s, as client-go's
+    /// reflector), and before an object whose reconcile failed for want of a connection is
+    /// retried. When the connection comes back, objects that failed meanwhile are rescheduled
+    /// at once (in batches of 100 per 100 ms).
+    #[must_use]
+    pub fn reconnect_backoff(mut self, max: Duration) -> Self {
+        self.config.reconnect_max = max;
+        self
+    }
+
+    /// The controller's connection state, e.g. for a readiness probe: up, or down since when
+    /// and why. Get it before [`Operator::run`].
+    pub fn health(&self) -> Health {
+        self.health.clone()
     }
 
     /// Reconcile only while holding the Lease `election` names (see [`LeaderElection`]).
@@ -206,22 +225,24 @@ where
     }
 
     async fn run_controller(self, stop: impl Future<Output = ()> + Send + Sync + 'static) {
+        let health = self.health.clone();
         let (controller, engine) = self.build(stop);
         controller
             .run(Engine::reconcile, Engine::error_policy, engine)
-            .for_each(|result| async move {
-                match result {
-                    // Watch and list failures: the stream backs off and retries.
-                    Err(controller::Error::QueueError(err)) => {
-                        tracing::warn!(%err, "watch failed; retrying with backoff");
+            .for_each(|result| {
+                let health = health.clone();
+                async move {
+                    match result {
+                        // Watch and list failures: the controller backs off and retries.
+                        Err(controller::Error::QueueError(err)) => health.lost(&err),
+                        Err(controller::Error::RunnerError(err)) => {
+                            tracing::warn!(%err, "controller runner failed");
+                        }
+                        // Reconcile failures are reported by the error policy; objects gone
+                        // before their scheduled reconcile are expected.
+                        Err(err) => tracing::debug!(%err, "controller event"),
+                        Ok(_) => {}
                     }
-                    Err(controller::Error::RunnerError(err)) => {
-                        tracing::warn!(%err, "controller runner failed");
-                    }
-                    // Reconcile failures are reported by the error policy; objects gone
-                    // before their scheduled reconcile are expected.
-                    Err(err) => tracing::debug!(%err, "controller event"),
-                    Ok(_) => {}
                 }
             })
             .await;
@@ -234,23 +255,34 @@ where
         let namespace = self.namespace.as_deref();
         let api = K::Scope::api::<Lenient<K>>(self.client.clone(), namespace);
         let (reader, writer) = reflector::store::<K>();
-        let objects = watch::objects(api, self.watcher, writer, self.metrics.clone());
+        self.health.record_into(self.metrics.clone());
+        let objects = watch::objects(
+            api,
+            self.watcher,
+            writer,
+            self.metrics.clone(),
+            self.health.clone(),
+        );
         let mut controller = Controller::for_stream(objects, reader)
-            .with_config(controller::Config::default().concurrency(self.concurrency));
+            .with_config(controller::Config::default().concurrency(self.concurrency))
+            .trigger_backoff(ReconnectBackoff::new(self.config.reconnect_max));
         for wire in self.wiring {
             controller = wire(controller, &self.client, namespace);
         }
         let _ = self.store.set(controller.store());
-        let controller = controller.graceful_shutdown_on(stop);
-        let engine = Engine::new(
+        let engine = Arc::new(Engine::new(
             self.client,
             self.namespace,
             self.handler,
             self.config,
             self.metrics,
             self.store,
-        );
-        (controller, Arc::new(engine))
+            self.health,
+        ));
+        let controller = controller
+            .reconcile_on(engine.clone().recovery())
+            .graceful_shutdown_on(stop);
+        (controller, engine)
     }
 }
 

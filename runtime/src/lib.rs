@@ -38,6 +38,7 @@ pub mod crd;
 pub mod decide;
 pub mod drift;
 mod finalizer;
+pub mod health;
 pub mod leader;
 mod lease;
 pub mod machine;
@@ -60,6 +61,7 @@ mod write;
 
 pub use controller::{Operator, Stopped, owner_reference};
 pub use crd::crd;
+pub use health::{Connection, Health};
 pub use kube_fsm_macros::state_machine;
 pub use leader::LeaderElection;
 pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, RetiredData, StateMachine};

@@ -97,6 +97,15 @@ impl<K: Resource<DynamicType = ()>, P> Memory<K, P> {
         }
     }
 
+    /// The objects whose last reconcile failed.
+    pub fn failing(&self) -> Vec<ObjectRef<K>> {
+        self.lock()
+            .values()
+            .filter(|e| e.failures > 0)
+            .map(|e| e.key.clone())
+            .collect()
+    }
+
     /// How many objects are remembered.
     pub fn len(&self) -> usize {
         self.lock().len()

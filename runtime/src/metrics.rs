@@ -15,6 +15,9 @@
 //! | `kube_fsm_status_conflicts_total` | `machine` |
 //! | `kube_fsm_vetoed_transitions_total` | `machine`, `from`, `to` |
 //! | `kube_fsm_undecodable_objects_total` | `machine` |
+//! | `kube_fsm_watch_restarts_total` | `machine` |
+//! | `kube_fsm_disconnected_seconds_total` | `machine` |
+//! | `kube_fsm_connected` (1 or 0) | `machine` |
 //! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `held`, `migrated`, `reset`) |
 //!
 //! A `phase` or `from` label is a declared phase name, `""` for none yet, or `Unknown` for any
@@ -34,6 +37,7 @@
 //! # a }
 //! ```
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -131,6 +135,9 @@ struct Families {
     vetoed: Family<EdgeLabels, Counter>,
     drift: Family<DriftLabels, Counter>,
     undecodable: Family<MachineLabels, Counter>,
+    watch_restarts: Family<MachineLabels, Counter>,
+    disconnected: Family<MachineLabels, Counter<f64, AtomicU64>>,
+    connected: Family<MachineLabels, Gauge>,
     objects: ObjectsCollector,
 }
 
@@ -149,6 +156,9 @@ impl Default for Families {
             vetoed: Family::default(),
             drift: Family::default(),
             undecodable: Family::default(),
+            watch_restarts: Family::default(),
+            disconnected: Family::default(),
+            connected: Family::default(),
             objects: ObjectsCollector::default(),
         }
     }
@@ -223,6 +233,21 @@ impl Metrics {
             "kube_fsm_undecodable_objects",
             "Object versions the watch could not decode and skipped",
             f.undecodable.clone(),
+        );
+        r.register(
+            "kube_fsm_watch_restarts",
+            "Watches that failed and were restarted with backoff",
+            f.watch_restarts.clone(),
+        );
+        r.register(
+            "kube_fsm_disconnected_seconds",
+            "Time the controller could not reach the API server, counted when it is back",
+            f.disconnected.clone(),
+        );
+        r.register(
+            "kube_fsm_connected",
+            "1 while the controller reaches the API server, 0 while it does not",
+            f.connected.clone(),
         );
         r.register_collector(Box::new(f.objects.clone()));
     }
@@ -402,6 +427,30 @@ impl MachineMetrics {
             .undecodable
             .get_or_create(&self.machine())
             .inc();
+    }
+
+    /// Records a failed (and restarted) watch.
+    pub fn watch_restart(&self) {
+        self.families
+            .watch_restarts
+            .get_or_create(&self.machine())
+            .inc();
+    }
+
+    /// Records whether the API server is reachable.
+    pub fn connected(&self, up: bool) {
+        self.families
+            .connected
+            .get_or_create(&self.machine())
+            .set(i64::from(up));
+    }
+
+    /// Records an outage that lasted `took`.
+    pub fn disconnected_for(&self, took: Duration) {
+        self.families
+            .disconnected
+            .get_or_create(&self.machine())
+            .inc_by(took.as_secs_f64());
     }
 
     /// Records drift and what was done about it.

@@ -21,6 +21,7 @@ use crate::Dispatch;
 use crate::backoff::Backoff;
 use crate::decide::IllegalTransition;
 use crate::finalizer::Gate;
+use crate::health::Health;
 use crate::machine::Phase;
 use crate::memory::Memory;
 use crate::metrics::{MachineMetrics, ReconcileResult};
@@ -81,6 +82,22 @@ pub enum ReconcileError {
     Encode(#[from] serde_json::Error),
 }
 
+impl ReconcileError {
+    /// Whether the API server could not be reached or could not serve the request (transport
+    /// errors, timeouts, 429, 5xx), as opposed to a refusal of this object's request.
+    pub fn is_connection(&self) -> bool {
+        match self {
+            ReconcileError::Kube(kube::Error::Api(status)) => {
+                status.code == 429 || status.code >= 500
+            }
+            ReconcileError::Kube(
+                kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_),
+            ) => true,
+            _ => false,
+        }
+    }
+}
+
 impl<E: std::error::Error + Send + Sync + 'static> From<StepError<E>> for ReconcileError {
     fn from(err: StepError<E>) -> Self {
         match err {
@@ -101,6 +118,9 @@ pub struct EngineConfig {
     pub reporter: String,
     /// The field manager of every write (`metadata.managedFields` names who wrote what).
     pub field_manager: String,
+    /// The longest wait before a watch reconnects, and before an object whose reconcile failed
+    /// for want of a connection (transport errors, 429, 5xx) is retried.
+    pub reconnect_max: Duration,
 }
 
 impl Default for EngineConfig {
@@ -110,6 +130,7 @@ impl Default for EngineConfig {
             backoff: Backoff::default(),
             reporter: "kube-fsm".into(),
             field_manager: "kube-fsm".into(),
+            reconnect_max: Duration::from_secs(30),
         }
     }
 }
@@ -149,6 +170,8 @@ pub struct Engine<K: Resource<DynamicType = ()> + crate::StateMachine, H> {
     pub(crate) memory: Memory<K, K::Phase>,
     /// The controller's cache, to forget objects that left it.
     cache: Arc<OnceLock<Store<K>>>,
+    /// The connection to the API server.
+    pub(crate) health: Health,
 }
 
 impl<K: Resource<DynamicType = ()> + crate::StateMachine, H> Debug for Engine<K, H> {
@@ -168,13 +191,14 @@ where
 {
     /// An engine for objects of `K` (in `namespace`, or all namespaces), recording into
     /// `metrics`.
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         namespace: Option<String>,
         handler: H,
         config: EngineConfig,
         metrics: Arc<MachineMetrics>,
         cache: Arc<OnceLock<Store<K>>>,
+        health: Health,
     ) -> Self {
         let recorder = Recorder::new(client.clone(), config.reporter.clone().into());
         Engine {
@@ -186,6 +210,7 @@ where
             metrics,
             memory: Memory::default(),
             cache,
+            health,
         }
     }
 
@@ -284,14 +309,54 @@ where
     }
 
     /// The error policy given to kube's `Controller::run`: per-object exponential backoff.
+    /// A failure for want of a connection waits at most as long as a watch reconnect, and the
+    /// object is rescheduled at once when the connection comes back (see [`Engine::recovery`]):
+    /// an outage does not leave objects waiting out a backoff that grew meanwhile.
     pub fn error_policy(object: Arc<K>, error: &ReconcileError, engine: Arc<Self>) -> Action {
         let failures = engine.memory.with(&object, |e| {
             e.failures = e.failures.saturating_add(1);
             e.failures
         });
-        let delay = engine.config.backoff.jittered(failures);
-        tracing::warn!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
+        let mut delay = engine.config.backoff.jittered(failures);
+        if error.is_connection() {
+            delay = delay.min(engine.config.reconnect_max);
+            if matches!(error, ReconcileError::Kube(e) if !matches!(e, kube::Error::Api(_))) {
+                engine.health.lost(error);
+            }
+            tracing::debug!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
+        } else {
+            tracing::warn!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
+        }
         Action::requeue(delay)
+    }
+
+    /// Objects to reconcile again when the connection comes back: every object whose last
+    /// reconcile failed, at most `RECOVERY_BATCH` every 100 ms so the recovery does not itself
+    /// overload the API server.
+    pub(crate) fn recovery(
+        self: Arc<Self>,
+    ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+        const RECOVERY_BATCH: usize = 100;
+        futures::stream::unfold(
+            (self, std::collections::VecDeque::new(), 0usize),
+            |(engine, mut queue, mut sent)| async move {
+                loop {
+                    if let Some(next) = queue.pop_front() {
+                        sent += 1;
+                        if sent % RECOVERY_BATCH == 0 {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        return Some((next, (engine, queue, sent)));
+                    }
+                    engine.health.wait_restored().await;
+                    queue.extend(engine.memory.failing());
+                    tracing::info!(
+                        objects = queue.len(),
+                        "rescheduling the objects that failed during the outage"
+                    );
+                }
+            },
+        )
     }
 
     async fn reconcile_inner(&self, mut object: K) -> Result<Requeue, ReconcileError> {

@@ -1,8 +1,8 @@
 //! The controller's watch of its own resource. Objects are decoded one by one, so one whose
 //! body does not decode as `K` (a status written by an older version, a field the schema let
 //! through) is reported and skipped instead of failing the list page, and with it every other
-//! object of the watch. Watch errors back off (kube's default: exponential, capped) and are
-//! logged at warn with their reason.
+//! object of the watch. Its events tell [`Health`] that the API server answers; its errors go
+//! to the controller, which backs off and reports them (see [`crate::health`]).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -16,6 +16,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
+use crate::health::Health;
 use crate::metrics::MachineMetrics;
 
 /// An object as the watch delivered it: decoded, or not (with its metadata, if readable).
@@ -137,6 +138,7 @@ pub(crate) fn objects<K>(
     config: watcher::Config,
     writer: Writer<K>,
     metrics: Arc<MachineMetrics>,
+    health: Health,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()>
@@ -151,15 +153,17 @@ where
         metrics,
         seen: Mutex::new(HashSet::new()),
     };
-    let events = watcher(api, config)
-        .default_backoff()
-        .filter_map(move |event| {
-            let event = match event {
-                Ok(event) => decoded(event, &reporter).map(Ok),
-                Err(err) => Some(Err(err)),
-            };
-            std::future::ready(event)
-        });
+    // No backoff here: the controller backs off on the errors of every watch it runs.
+    let events = watcher(api, config).filter_map(move |event| {
+        let event = match event {
+            Ok(event) => {
+                health.restored();
+                decoded(event, &reporter).map(Ok)
+            }
+            Err(err) => Some(Err(err)),
+        };
+        std::future::ready(event)
+    });
     reflector(writer, events).applied_objects()
 }
 

@@ -77,6 +77,7 @@ where
         };
         match result {
             Ok(written) => {
+                self.health.restored();
                 let returned = written.resource_version();
                 self.memory.with(object, |e| {
                     e.versions.wrote(based_on.as_deref(), returned.as_deref());

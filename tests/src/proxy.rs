@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 #[derive(Debug)]
 pub struct Proxy {
     addr: SocketAddr,
-    cut: Arc<watch::Sender<bool>>,
+    cut: Arc<watch::Sender<State>>,
     task: JoinHandle<()>,
 }
 
@@ -34,7 +34,7 @@ impl Proxy {
             .await
             .expect("bind proxy");
         let addr = listener.local_addr().expect("proxy address");
-        let (cut, _) = watch::channel(false);
+        let (cut, _) = watch::channel(State::Up);
         let cut = Arc::new(cut);
         let state = cut.clone();
         let task = tokio::spawn(async move {
@@ -74,21 +74,40 @@ impl Proxy {
     /// Cuts the client off: open connections are closed, new ones are accepted but never
     /// answered (as a partitioned network behaves), until [`Proxy::heal`].
     pub fn cut(&self) {
-        self.cut.send_replace(true);
+        self.cut.send_replace(State::Stalled);
+    }
+
+    /// Takes the server away: open connections are closed and new ones closed at once (as a
+    /// stopped API server behaves), until [`Proxy::heal`].
+    pub fn down(&self) {
+        self.cut.send_replace(State::Refused);
     }
 
     /// Lets the client back in (connections stalled meanwhile are closed; it reconnects).
     pub fn heal(&self) {
-        self.cut.send_replace(false);
+        self.cut.send_replace(State::Up);
     }
 }
 
-async fn connection(mut client: TcpStream, upstream: SocketAddr, mut cut: watch::Receiver<bool>) {
-    if *cut.borrow_and_update() {
-        // Stall until healed, then close: the client sees a hung connection.
-        let _ = cut.wait_for(|cut| !*cut).await;
-        let _ = client.shutdown().await;
-        return;
+/// What the proxy does with connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Up,
+    Stalled,
+    Refused,
+}
+
+async fn connection(mut client: TcpStream, upstream: SocketAddr, mut cut: watch::Receiver<State>) {
+    let state = *cut.borrow_and_update();
+    match state {
+        State::Up => {}
+        State::Refused => return,
+        State::Stalled => {
+            // Stall until healed, then close: the client sees a hung connection.
+            let _ = cut.wait_for(|state| *state == State::Up).await;
+            let _ = client.shutdown().await;
+            return;
+        }
     }
     let Ok(mut server) = TcpStream::connect(upstream).await else {
         return;
@@ -96,6 +115,6 @@ async fn connection(mut client: TcpStream, upstream: SocketAddr, mut cut: watch:
     tokio::select! {
         _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
         // Dropping both ends closes the connection under the client.
-        _ = cut.wait_for(|cut| *cut) => {}
+        _ = cut.wait_for(|state| *state != State::Up) => {}
     }
 }
