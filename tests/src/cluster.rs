@@ -105,7 +105,8 @@ pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) {
 /// The CRD as an older spec's CRD would be: `status.phase` without the enum and length bound
 /// of today's phases, so a phase the spec no longer declares can be stored (API servers before 1.25 run no
 /// CEL rules either).
-fn older_spec_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+#[must_use]
+pub fn older_spec_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
         let phase = version
             .schema

@@ -138,6 +138,9 @@ struct Expect {
     actions: BTreeMap<&'static str, u64>,
     /// How many of [`FIRST_OF_EACH`] are done.
     first_done: usize,
+    /// Actions the API server refused, by kind, and the last refusal.
+    refused: BTreeMap<&'static str, u64>,
+    last_error: Option<String>,
 }
 
 fn key(db: &Database) -> String {
@@ -309,10 +312,14 @@ async fn act(
             )
         }
     };
-    if result.is_ok() {
-        *expect.actions.entry(kind).or_default() += 1;
-        if first.is_some() {
-            expect.first_done += 1;
+    if first.is_some() {
+        expect.first_done += 1;
+    }
+    match result {
+        Ok(()) => *expect.actions.entry(kind).or_default() += 1,
+        Err(err) => {
+            *expect.refused.entry(kind).or_default() += 1;
+            expect.last_error = Some(err.to_string());
         }
     }
 }
@@ -399,6 +406,13 @@ async fn main() {
         .expect("a kubeconfig (scripts/envtest env)");
     let client = Client::try_from(config.clone()).expect("client");
     kube_fsm_tests::cluster::install_crds(&client).await;
+    // The CRD as an older version of the operator installed it (no phase enum), so that objects
+    // with a phase of an older spec can exist.
+    kube_fsm_tests::cluster::install_crd(
+        &client,
+        kube_fsm_tests::cluster::older_spec_crd(kube_fsm::crd::<Database>()),
+    )
+    .await;
     let run = format!("{:06x}", fastrand::u32(..0x00ff_ffff));
     let namespaces: Vec<String> = (0..options.namespaces)
         .map(|i| format!("chaos-{run}-{i}"))
@@ -657,6 +671,12 @@ async fn main() {
         findings.relists
     );
     println!("external actions: {:?}", expect.actions);
+    if !expect.refused.is_empty() {
+        println!(
+            "external actions refused: {:?} (last: {:?})",
+            expect.refused, expect.last_error
+        );
+    }
     println!(
         "operator phase moves {} (other writers' {}); drift reported {drift}; handler runs {} (per object p50 {p50_runs}, max {max_runs}); peak {max_rate} requests/s in all, {:.0}/s for {}",
         findings.operator_moves,
