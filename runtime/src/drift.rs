@@ -104,14 +104,13 @@ impl<P: Phase> Drift<P> {
         }
     }
 
-    /// What to do when the API server refuses the revert `remedy` prescribed (its CEL rule
-    /// forbids the way back): adopt a declared phase, hold an undeclared one, start again
-    /// after a removal.
+    /// What to do when the write `remedy` prescribed is refused by the API server (its CEL
+    /// rule forbids the way back) or must not be repeated: adopt a declared phase, hold an
+    /// undeclared or retired one, start again after a removal.
     pub fn unrevertable(&self) -> Remedy<P> {
         match self {
             Drift::Illegal { found, .. } => Remedy::Adopt(*found),
-            Drift::Undeclared { .. } => Remedy::Hold,
-            Drift::Retired { to, .. } => Remedy::Migrate(*to),
+            Drift::Undeclared { .. } | Drift::Retired { .. } => Remedy::Hold,
             Drift::Removed { .. } => Remedy::Reset,
         }
     }

@@ -219,11 +219,6 @@ where
         &self.handler
     }
 
-    /// How many objects the engine remembers something about (bounded by twice the cache).
-    pub fn remembered(&self) -> usize {
-        self.memory.len()
-    }
-
     pub(crate) fn recorder(&self) -> &Recorder {
         &self.recorder
     }
@@ -310,7 +305,7 @@ where
 
     /// The error policy given to kube's `Controller::run`: per-object exponential backoff.
     /// A failure for want of a connection waits at most as long as a watch reconnect, and the
-    /// object is rescheduled at once when the connection comes back (see [`Engine::recovery`]):
+    /// object is rescheduled at once when the connection comes back (see the `health` module):
     /// an outage does not leave objects waiting out a backoff that grew meanwhile.
     pub fn error_policy(object: Arc<K>, error: &ReconcileError, engine: Arc<Self>) -> Action {
         let failures = engine.memory.with(&object, |e| {

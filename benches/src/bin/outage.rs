@@ -18,7 +18,9 @@ use kube_fsm_tests::proxy::Proxy;
 use kube_fsm_tests::resources::Database;
 
 fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
 }
 
 async fn running(api: &Api<Database>) -> usize {
@@ -42,7 +44,10 @@ async fn running(api: &Api<Database>) -> usize {
 async fn run(client: &Client, cut: Duration, objects: usize) -> Duration {
     let ns = format!("outage-{:06x}", fastrand::u32(..0x00ff_ffff));
     let namespace = Namespace {
-        metadata: ObjectMeta { name: Some(ns.clone()), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(ns.clone()),
+            ..ObjectMeta::default()
+        },
         ..Namespace::default()
     };
     Api::<Namespace>::all(client.clone())
@@ -57,7 +62,9 @@ async fn run(client: &Client, cut: Duration, objects: usize) -> Duration {
     let task = tokio::spawn(operator.run());
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     // A first object shows the operator is up before the cut.
-    api.create(&PostParams::default(), &Database::sample("first")).await.expect("create");
+    api.create(&PostParams::default(), &Database::sample("first"))
+        .await
+        .expect("create");
     while running(&api).await < 1 {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -67,9 +74,12 @@ async fn run(client: &Client, cut: Duration, objects: usize) -> Duration {
         // Arriving across the outage.
         let due = cut.mul_f64(i as f64 / objects as f64);
         tokio::time::sleep(due.saturating_sub(cut_at.elapsed())).await;
-        api.create(&PostParams::default(), &Database::sample(&format!("db-{i}")))
-            .await
-            .expect("create");
+        api.create(
+            &PostParams::default(),
+            &Database::sample(&format!("db-{i}")),
+        )
+        .await
+        .expect("create");
     }
     tokio::time::sleep(cut.saturating_sub(cut_at.elapsed())).await;
     proxy.heal();
@@ -94,16 +104,26 @@ async fn main() {
         .split(',')
         .filter_map(|c| c.trim().parse().ok())
         .collect();
-    let runs: usize = arg(&args, "--runs").and_then(|r| r.parse().ok()).unwrap_or(5);
-    let objects: usize = arg(&args, "--objects").and_then(|r| r.parse().ok()).unwrap_or(300);
-    let client = Client::try_default().await.expect("a kubeconfig (scripts/envtest env)");
+    let runs: usize = arg(&args, "--runs")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5);
+    let objects: usize = arg(&args, "--objects")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(300);
+    let client = Client::try_default()
+        .await
+        .expect("a kubeconfig (scripts/envtest env)");
     kube_fsm_tests::cluster::install_crds(&client).await;
     println!("| cut-off s | runs: time from healing to all {objects} Running, s | worst s |");
     println!("|---|---|---|");
     for cut in cuts {
         let mut times = Vec::new();
         for _ in 0..runs {
-            times.push(run(&client, Duration::from_secs(cut), objects).await.as_secs_f64());
+            times.push(
+                run(&client, Duration::from_secs(cut), objects)
+                    .await
+                    .as_secs_f64(),
+            );
         }
         let worst = times.iter().copied().fold(0.0, f64::max);
         let list: Vec<String> = times.iter().map(|t| format!("{t:.1}")).collect();
