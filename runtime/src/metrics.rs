@@ -519,3 +519,39 @@ impl Collector for ObjectsCollector {
         family.encode(metric)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape(collector: &ObjectsCollector) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(collector.clone()));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        text
+    }
+
+    #[test]
+    fn a_source_whose_controller_is_gone_no_longer_counts() {
+        let collector = ObjectsCollector::default();
+        let count_one = |alive: std::sync::Weak<()>| {
+            move |family: &Family<PhaseLabels, Gauge>| {
+                if alive.strong_count() == 0 {
+                    return false;
+                }
+                family.get_or_create(&PhaseLabels::new("K", "A")).inc();
+                true
+            }
+        };
+        let first = Arc::new(());
+        let second = Arc::new(());
+        collector.add(count_one(Arc::downgrade(&first)));
+        collector.add(count_one(Arc::downgrade(&second)));
+        assert!(scrape(&collector).contains("kube_fsm_objects{machine=\"K\",phase=\"A\"} 2"));
+        // The first controller is replaced (e.g. re-created after a lost Lease).
+        drop(first);
+        assert!(scrape(&collector).contains("kube_fsm_objects{machine=\"K\",phase=\"A\"} 1"));
+        assert_eq!(collector.0.lock().unwrap().len(), 1, "its source is gone");
+    }
+}
