@@ -586,9 +586,7 @@ impl Report<'_> {
             let gone = deletion.requests.count("PATCH", DATABASES, Some(""), "404");
             notes.push(format!(
                 "- Deletion: cleanup ran {} times for {n} objects and {gone} finalizer-removal \
-                 PATCHes answered 404 (the object was already gone): the child's delete event \
-                 re-triggered objects whose cache still showed the finalizer. The runtime's \
-                 stale-cache guard covers status writes, not the finalizer-removal write.",
+                 PATCHes answered 404 (the object was already gone).",
                 deletion.runs.cleanup
             ));
         }

@@ -107,7 +107,6 @@ impl<K: Resource<DynamicType = ()>, P> Memory<K, P> {
     }
 
     /// How many objects are remembered.
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.lock().len()
     }

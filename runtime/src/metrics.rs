@@ -18,6 +18,7 @@
 //! | `kube_fsm_watch_restarts_total` | `machine` |
 //! | `kube_fsm_disconnected_seconds_total` | `machine` |
 //! | `kube_fsm_connected` (1 or 0) | `machine` |
+//! | `kube_fsm_remembered_objects` | `machine` |
 //! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `held`, `migrated`, `reset`) |
 //!
 //! A `phase` or `from` label is a declared phase name, `""` for none yet, or `Unknown` for any
@@ -138,6 +139,7 @@ struct Families {
     watch_restarts: Family<MachineLabels, Counter>,
     disconnected: Family<MachineLabels, Counter<f64, AtomicU64>>,
     connected: Family<MachineLabels, Gauge>,
+    remembered: Family<MachineLabels, Gauge>,
     objects: ObjectsCollector,
 }
 
@@ -159,6 +161,7 @@ impl Default for Families {
             watch_restarts: Family::default(),
             disconnected: Family::default(),
             connected: Family::default(),
+            remembered: Family::default(),
             objects: ObjectsCollector::default(),
         }
     }
@@ -243,6 +246,11 @@ impl Metrics {
             "kube_fsm_disconnected_seconds",
             "Time the controller could not reach the API server, counted when it is back",
             f.disconnected.clone(),
+        );
+        r.register(
+            "kube_fsm_remembered_objects",
+            "Objects the engine keeps per-object memory for (bounded by twice the cache)",
+            f.remembered.clone(),
         );
         r.register(
             "kube_fsm_connected",
@@ -443,6 +451,14 @@ impl MachineMetrics {
             .connected
             .get_or_create(&self.machine())
             .set(i64::from(up));
+    }
+
+    /// Records how many objects the engine remembers.
+    pub fn remembered(&self, objects: usize) {
+        self.families
+            .remembered
+            .get_or_create(&self.machine())
+            .set(i64::try_from(objects).unwrap_or(i64::MAX));
     }
 
     /// Records an outage that lasted `took`.

@@ -301,6 +301,7 @@ where
                 .get(key)
                 .is_some_and(|o| o.meta().uid.as_deref() == Some(uid))
         });
+        self.metrics.remembered(self.memory.len());
     }
 
     /// The error policy given to kube's `Controller::run`: per-object exponential backoff.

@@ -1,8 +1,10 @@
 //! Per-object memory under churn: objects are created, fail their handler (so the engine
 //! remembers failure counts, versions and the stale-cache guard for them), and are deleted
 //! without a finalizer (so kube's `Controller` never reconciles their deletion), in batches,
-//! for `--cycles` objects in all. Prints the process's RSS after each tenth of the cycles: a
-//! memory keyed by UID and pruned against the cache stays flat.
+//! for `--cycles` objects in all. Prints, after each tenth of the cycles, how many objects the
+//! engine remembers (`kube_fsm_remembered_objects`: keyed by UID and pruned against the cache,
+//! it stays bounded) and the process's RSS (which also holds kube's Event recorder cache: one
+//! entry per object and reason, kept 6 minutes).
 //!
 //! ```text
 //! cargo run --release -p kube-fsm-benches --bin memory-churn -- [--cycles 10000] [--batch 100]
@@ -92,14 +94,26 @@ async fn main() {
         .expect("namespace");
     let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
     let handler = Failing::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = kube_fsm::metrics::Metrics::default();
+    metrics.register(&mut registry);
+    let remembered = move || {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        text.lines()
+            .find_map(|l| l.strip_prefix("kube_fsm_remembered_objects{machine=\"Guarded\"} "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     let operator = Operator::<Guarded, _>::new(client.clone(), handler.clone())
         .namespace(&ns)
         .backoff(Duration::from_millis(10), Duration::from_millis(50))
+        .metrics(&metrics)
         .shutdown_on(std::future::pending());
     let running = tokio::spawn(operator.run());
     let started = Instant::now();
-    println!("| cycles | RSS MiB | handler failures |\n|---|---|---|");
-    println!("| 0 | {:.1} | 0 |", rss_kib() as f64 / 1024.0);
+    println!("| cycles | objects remembered | RSS MiB | handler failures |\n|---|---|---|---|");
+    println!("| 0 | 0 | {:.1} | 0 |", rss_kib() as f64 / 1024.0);
     let mut done = 0;
     while done < cycles {
         let names: Vec<String> = (done..(done + batch).min(cycles))
@@ -126,7 +140,8 @@ async fn main() {
         done += names.len();
         if done % (cycles / 10).max(batch) < batch || done == cycles {
             println!(
-                "| {done} | {:.1} | {} |",
+                "| {done} | {} | {:.1} | {} |",
+                remembered(),
                 rss_kib() as f64 / 1024.0,
                 handler.failures.load(Ordering::Relaxed)
             );
