@@ -44,6 +44,19 @@ struct State {
 
 /// A handle on the controller's connection state, for readiness probes (see
 /// [`crate::Operator::health`]). Cloning shares it.
+///
+/// ```no_run
+/// # async fn demo<K, H>(operator: kube_fsm::Operator<K, H>)
+/// # where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+/// let health = operator.health();
+/// tokio::spawn(operator.run());
+/// // e.g. in a `/readyz` handler:
+/// match health.status() {
+///     kube_fsm::Connection::Up => println!("ok"),
+///     kube_fsm::Connection::Down { since, reason } => println!("down since {since}: {reason}"),
+/// }
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Health(Arc<State>);
 
