@@ -112,17 +112,18 @@ impl Observer {
                 format!("{}: finalizer removed before cleanup", db.name_any()),
             );
         }
-        let changed = match previous {
-            Some(prev) => prev.phase != phase,
-            None => phase.is_some(),
-        };
-        if changed && let Some(to) = &phase {
-            let from = previous.and_then(|p| p.phase.clone());
+        // Only a change between two versions seen in a row is a move: the first sight of an
+        // object (its creation, or any version after a relist) is not judged, since versions
+        // in between were not seen. The run's objects are created without a status, so every
+        // first phase write is seen as a change.
+        if let Some(prev) = previous
+            && prev.phase != phase
+            && let Some(to) = &phase
+        {
+            let from = prev.phase.clone();
             if phase_writer(db).as_deref() == Some(operator) {
                 findings.operator_moves += 1;
-                // A first sight of an object (after a relist) is not judged: versions between
-                // were not seen.
-                if previous.is_some() && !legal(from.as_deref(), to) {
+                if !legal(from.as_deref(), to) {
                     findings.illegal_operator_moves += 1;
                     Self::violation(
                         &mut findings,

@@ -4,6 +4,7 @@
 
 pub mod checker;
 pub mod faults;
+pub mod writers;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
