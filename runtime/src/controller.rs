@@ -230,20 +230,18 @@ where
         controller
             .run(Engine::reconcile, Engine::error_policy, engine)
             .for_each(|result| {
-                let health = health.clone();
-                async move {
-                    match result {
-                        // Watch and list failures: the controller backs off and retries.
-                        Err(controller::Error::QueueError(err)) => health.lost(&err),
-                        Err(controller::Error::RunnerError(err)) => {
-                            tracing::warn!(%err, "controller runner failed");
-                        }
-                        // Reconcile failures are reported by the error policy; objects gone
-                        // before their scheduled reconcile are expected.
-                        Err(err) => tracing::debug!(%err, "controller event"),
-                        Ok(_) => {}
+                match result {
+                    // Watch and list failures: the controller backs off and retries.
+                    Err(controller::Error::QueueError(err)) => health.lost(&err),
+                    Err(controller::Error::RunnerError(err)) => {
+                        tracing::warn!(%err, "controller runner failed");
                     }
+                    // Reconcile failures are reported by the error policy; objects gone before
+                    // their scheduled reconcile are expected.
+                    Err(err) => tracing::debug!(%err, "controller event"),
+                    Ok(_) => {}
                 }
+                std::future::ready(())
             })
             .await;
     }
