@@ -90,7 +90,7 @@ where
                 });
             }
             Remedy::Reset => self.memory.with(object, |e| e.accepted = None),
-            Remedy::Hold => return Ok(Some(self.hold(object, &drift).await)),
+            Remedy::Hold => return Ok(Some(self.hold(object, &drift, found).await)),
         }
         self.report_drift(object, &drift, remedy, insists).await;
         Ok(stop)
@@ -98,19 +98,14 @@ where
 
     /// Leaves an object with an undeclared phase as it is, says so once per distinct value,
     /// and looks again with backoff.
-    async fn hold(&self, object: &K, drift: &Drift<K::Phase>) -> Attempt {
-        let found = object
-            .machine_status()
-            .and_then(|s| s.phase.as_ref())
-            .map(|p| p.as_str().to_owned())
-            .unwrap_or_default();
+    async fn hold(&self, object: &K, drift: &Drift<K::Phase>, found: String) -> Attempt {
         let (first, count) = self.memory.with(object, |e| match &mut e.held {
             Some((value, count)) if *value == found => {
                 *count = count.saturating_add(1);
                 (false, *count)
             }
             held => {
-                *held = Some((found.clone(), 1));
+                *held = Some((found, 1));
                 (true, 1)
             }
         });

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps,
 };
@@ -160,6 +161,40 @@ pub async fn namespace(client: &Client, prefix: &str) -> String {
         .await
         .expect("create namespace");
     name
+}
+
+/// Merge-patches the status by hand with `status`, as `kubectl edit --subresource=status` would
+/// (field manager `hand-edit`).
+///
+/// # Panics
+/// When the API server refuses the patch.
+pub async fn hand_edit<K>(api: &Api<K>, name: &str, status: serde_json::Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = kube::api::PatchParams {
+        field_manager: Some("hand-edit".into()),
+        ..kube::api::PatchParams::default()
+    };
+    let patch = serde_json::json!({ "status": status });
+    api.patch_status(name, &params, &kube::api::Patch::Merge(&patch))
+        .await
+        .expect("hand edit");
+}
+
+/// The Events in `ns` with `reason`.
+///
+/// # Panics
+/// When they cannot be listed.
+pub async fn events(client: &Client, ns: &str, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
 }
 
 /// The stored `status.phase` of `object`, declared or not.

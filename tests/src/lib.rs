@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod handlers;
+pub mod metrics;
 pub mod operator;
 pub mod proxy;
 

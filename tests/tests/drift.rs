@@ -6,17 +6,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client, Resource};
 use kube_fsm::conditions::ConditionError;
 use kube_fsm::drift::{Drift, Remedy};
 use kube_fsm::{DriftPolicy, Next, PhaseValue, Step};
 use kube_fsm_tests::cluster::{self, eventually, wait_phase};
 use kube_fsm_tests::handlers::Databases;
+use kube_fsm_tests::metrics::Recorded;
 use kube_fsm_tests::operator::{self, Running};
 use kube_fsm_tests::resources::*;
-use prometheus_client::registry::Registry;
 use serde_json::json;
 
 #[test]
@@ -94,14 +93,14 @@ impl GuardedHandler for Guards {
     }
 }
 
-fn start<K, H>(client: &Client, namespace: &str, handler: H, registry: &mut Registry) -> Running
+fn start<K, H>(client: &Client, namespace: &str, handler: H, recorded: &Recorded) -> Running
 where
     K: kube_fsm::reconcile::Reconciled<H>,
     K::Scope: kube_fsm::scope::ScopedApi,
     H: Send + Sync + 'static,
 {
     Running::spawn(
-        operator::in_namespace::<K, H>(client, namespace, handler).metrics(&metrics(registry)),
+        operator::in_namespace::<K, H>(client, namespace, handler).metrics(recorded.metrics()),
     )
 }
 
@@ -110,44 +109,22 @@ async fn hand_edit<K>(api: &Api<K>, name: &str, phase: &str)
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let patch = json!({ "status": { "phase": phase } });
-    let params = PatchParams {
-        field_manager: Some("hand-edit".into()),
-        ..PatchParams::default()
-    };
-    api.patch_status(name, &params, &Patch::Merge(&patch))
-        .await
-        .expect("hand edit");
+    cluster::hand_edit(api, name, json!({ "phase": phase })).await;
 }
 
 /// Waits for a `PhaseDrift` Warning Event in `ns` whose note contains `text`.
 async fn drift_event(client: &Client, ns: &str, text: &str) {
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
     let found = eventually(Duration::from_secs(15), || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items
+        cluster::events(client, ns, "PhaseDrift")
+            .await
             .into_iter()
             .find(|e| {
-                e.reason.as_deref() == Some("PhaseDrift")
-                    && e.type_.as_deref() == Some("Warning")
+                e.type_.as_deref() == Some("Warning")
                     && e.note.as_deref().is_some_and(|n| n.contains(text))
             })
-            .map(|_| ())
     })
     .await;
     assert!(found.is_some(), "no PhaseDrift event saying {text:?}");
-}
-
-fn metrics(registry: &mut Registry) -> kube_fsm::metrics::Metrics {
-    let metrics = kube_fsm::metrics::Metrics::default();
-    metrics.register(registry);
-    metrics
-}
-
-fn scrape(registry: &Registry) -> String {
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
-    text
 }
 
 #[tokio::test]
@@ -158,8 +135,8 @@ async fn a_hand_edited_phase_is_adopted_by_default() {
         return;
     };
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-    let mut registry = Registry::default();
-    let operator = start::<Database, _>(&client, &ns, Databases, &mut registry);
+    let recorded = Recorded::default();
+    let operator = start::<Database, _>(&client, &ns, Databases, &recorded);
     api.create(&PostParams::default(), &Database::sample("db"))
         .await
         .expect("create");
@@ -170,7 +147,7 @@ async fn a_hand_edited_phase_is_adopted_by_default() {
     hand_edit(&api, "db", "Provisioning").await;
     drift_event(&client, &ns, "continuing from Provisioning (drift: adopt)").await;
     wait_phase(&api, "db", "Running").await;
-    let metrics = scrape(&registry);
+    let metrics = recorded.text();
     assert!(
         metrics.contains("kube_fsm_drift_total{machine=\"Database\",action=\"adopted\"} 1"),
         "{metrics}"
@@ -187,8 +164,8 @@ async fn a_hand_edited_phase_is_written_back_under_drift_revert() {
     };
     let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
     let guards = Guards::default();
-    let mut registry = Registry::default();
-    let operator = start::<Guarded, _>(&client, &ns, guards.clone(), &mut registry);
+    let recorded = Recorded::default();
+    let operator = start::<Guarded, _>(&client, &ns, guards.clone(), &recorded);
     api.create(&PostParams::default(), &Guarded::new("g", GuardedSpec {}))
         .await
         .expect("create");
@@ -203,7 +180,8 @@ async fn a_hand_edited_phase_is_written_back_under_drift_revert() {
         "the reverted object never ran Pending's handler again"
     );
     assert!(
-        scrape(&registry)
+        recorded
+            .text()
             .contains("kube_fsm_drift_total{machine=\"Guarded\",action=\"reverted\"} 1")
     );
     operator.stop().await;
@@ -220,8 +198,8 @@ async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
         return;
     };
     let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
-    let mut registry = Registry::default();
-    let operator = start::<Guarded, _>(&client, &ns, Guards::default(), &mut registry);
+    let recorded = Recorded::default();
+    let operator = start::<Guarded, _>(&client, &ns, Guards::default(), &recorded);
     api.create(&PostParams::default(), &Guarded::new("a", GuardedSpec {}))
         .await
         .expect("create");
@@ -246,9 +224,9 @@ async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
     // A controller that starts on it has nothing to go back to: it holds the object where it
     // is (no handler, no write), says so once, and counts it under one `Unknown` label.
     hand_edit(&api, "a", "Archived").await;
-    let mut registry = Registry::default();
+    let recorded = Recorded::default();
     let guards = Guards::default();
-    let operator = start::<Guarded, _>(&client, &ns, guards.clone(), &mut registry);
+    let operator = start::<Guarded, _>(&client, &ns, guards.clone(), &recorded);
     drift_event(&client, &ns, "holding the object as it is").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let held = api.get("a").await.expect("get");
@@ -258,7 +236,7 @@ async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
         0,
         "no handler ran"
     );
-    let metrics = scrape(&registry);
+    let metrics = recorded.text();
     for line in [
         "kube_fsm_drift_total{machine=\"Guarded\",action=\"held\"} 1",
         "kube_fsm_objects{machine=\"Guarded\",phase=\"Unknown\"} 1",
@@ -291,20 +269,16 @@ async fn a_retired_phase_moves_to_its_successor_without_running_a_handler() {
         .await
         .expect("create");
     // Stored by an older version of the operator, whose spec called the phase `Activating`.
-    let params = PatchParams::default();
     let entered = "2026-01-02T03:04:05Z";
-    api.patch_status(
+    cluster::hand_edit(
+        &api,
         "g",
-        &params,
-        &Patch::Merge(
-            &json!({ "status": { "phase": "Activating", "lastPhaseTransitionTime": entered } }),
-        ),
+        json!({ "phase": "Activating", "lastPhaseTransitionTime": entered }),
     )
-    .await
-    .expect("older status");
+    .await;
     let guards = Guards::default();
-    let mut registry = Registry::default();
-    let operator = start::<Guarded, _>(&client, &ns, guards.clone(), &mut registry);
+    let recorded = Recorded::default();
+    let operator = start::<Guarded, _>(&client, &ns, guards.clone(), &recorded);
     let migrated = wait_phase(&api, "g", "Active").await;
     let status = migrated.status.expect("status").machine;
     assert_eq!(
@@ -320,12 +294,11 @@ async fn a_retired_phase_moves_to_its_successor_without_running_a_handler() {
         0,
         "no handler re-ran"
     );
-    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
     let found = eventually(Duration::from_secs(10), || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items.into_iter().find(|e| {
-            e.reason.as_deref() == Some("PhaseMigrated") && e.type_.as_deref() == Some("Normal")
-        })
+        cluster::events(&client, &ns, "PhaseMigrated")
+            .await
+            .into_iter()
+            .find(|e| e.type_.as_deref() == Some("Normal"))
     })
     .await
     .expect("a PhaseMigrated event");
@@ -336,7 +309,7 @@ async fn a_retired_phase_moves_to_its_successor_without_running_a_handler() {
             .contains("moving it to Active"),
         "the note says where it went"
     );
-    let metrics = scrape(&registry);
+    let metrics = recorded.text();
     assert!(
         metrics.contains("kube_fsm_drift_total{machine=\"Guarded\",action=\"migrated\"} 1"),
         "{metrics}"

@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
 use kube_fsm::{Cleanup, Next, Step, Verdict};
-use kube_fsm_tests::cluster::{self, eventually, phase_of, wait_phase};
+use kube_fsm_tests::cluster::{self, events, eventually, hand_edit, phase_of, wait_phase};
+use kube_fsm_tests::metrics::Recorded;
 use kube_fsm_tests::operator::{self, Running};
 use kube_fsm_tests::resources::*;
 use serde_json::json;
@@ -25,32 +25,6 @@ enum TestError {
     Kube(#[from] kube::Error),
     #[error("told to fail")]
     Told,
-}
-
-/// Events in `ns` with `reason`.
-async fn events(client: &Client, ns: &str, reason: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(client.clone(), ns);
-    api.list(&ListParams::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect()
-}
-
-/// Edits the status by hand, as `kubectl edit --subresource=status` would.
-async fn hand_edit<K>(api: &Api<K>, name: &str, status: serde_json::Value)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let params = PatchParams {
-        field_manager: Some("hand-edit".into()),
-        ..PatchParams::default()
-    };
-    api.patch_status(name, &params, &Patch::Merge(&json!({ "status": status })))
-        .await
-        .expect("hand edit");
 }
 
 #[derive(Clone, Default)]
@@ -645,18 +619,15 @@ async fn an_object_whose_status_does_not_decode_is_skipped_and_does_not_stall_th
     )
     .await
     .expect("store a status that does not decode");
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = kube_fsm::metrics::Metrics::default();
-    metrics.register(&mut registry);
+    let recorded = Recorded::default();
     let operator = Running::spawn(
-        operator::in_namespace::<Relay, _>(&client, &ns, Straight).metrics(&metrics),
+        operator::in_namespace::<Relay, _>(&client, &ns, Straight).metrics(recorded.metrics()),
     );
     api.create(&PostParams::default(), &Relay::new("good", RelaySpec {}))
         .await
         .expect("create");
     wait_phase(&api, "good", "Fourth").await;
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    let text = recorded.text();
     assert!(
         text.contains("kube_fsm_undecodable_objects_total{machine=\"Relay\"} 1"),
         "{text}"

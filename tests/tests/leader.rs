@@ -15,10 +15,10 @@ use kube::{Api, Client, ResourceExt};
 use kube_fsm::{LeaderElection, Operator, Step, Stopped};
 use kube_fsm_tests::cluster::{self, eventually};
 use kube_fsm_tests::handlers::Databases;
+use kube_fsm_tests::metrics::Recorded;
 use kube_fsm_tests::operator::Running;
 use kube_fsm_tests::proxy::Proxy;
 use kube_fsm_tests::resources::*;
-use prometheus_client::registry::Registry;
 
 const LEASE: &str = "database-operator";
 const DURATION: Duration = Duration::from_secs(4);
@@ -240,9 +240,7 @@ async fn two_replicas_forced_to_overlap_never_revert_each_other_in_a_loop() {
     };
     let api: Api<Relay> = Api::namespaced(client.clone(), &ns);
     let b_in_second = Arc::new(AtomicBool::new(false));
-    let mut registry = Registry::default();
-    let metrics = kube_fsm::metrics::Metrics::default();
-    metrics.register(&mut registry);
+    let recorded = Recorded::default();
     // No leader election: both reconcile (a split brain), under `drift: revert`.
     let spawn = |slow: bool, identity: &str| {
         let relays = Relays {
@@ -255,7 +253,7 @@ async fn two_replicas_forced_to_overlap_never_revert_each_other_in_a_loop() {
                 .namespace(&ns)
                 .field_manager(identity)
                 .reporter(identity)
-                .metrics(&metrics),
+                .metrics(recorded.metrics()),
         )
     };
     let a = spawn(false, "replica-a");
@@ -275,20 +273,15 @@ async fn two_replicas_forced_to_overlap_never_revert_each_other_in_a_loop() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let settled = api.get("r").await.expect("get");
     assert_eq!(cluster::phase_of(&settled).as_deref(), Some("Fourth"));
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
-    let reverted: u64 = text
-        .lines()
-        .filter(|l| l.starts_with("kube_fsm_drift_total{") && l.contains("action=\"reverted\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum();
+    let text = recorded.text();
+    let reverted = recorded.sum("kube_fsm_drift_total", "action=\"reverted\"");
     eprintln!("overlap: {reverted} reverts");
     assert!(
-        reverted >= 1,
+        reverted >= 1.0,
         "the overlap was not forced: no drift seen\n{text}"
     );
     assert!(
-        reverted <= 2,
+        reverted <= 2.0,
         "{reverted} reverts: the replicas fought\n{text}"
     );
     let version = settled.resource_version();

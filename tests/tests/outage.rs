@@ -8,17 +8,17 @@ use std::time::Duration;
 
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use kube_fsm::{Cleanup, Next, Step};
+use kube_fsm::conditions::ConditionError;
+use kube_fsm::{Cleanup, Step};
 use kube_fsm_tests::cluster::{self, eventually, phase_of, wait_phase};
+use kube_fsm_tests::handlers::Databases;
+use kube_fsm_tests::metrics::Recorded;
 use kube_fsm_tests::operator::{self, Running};
 use kube_fsm_tests::resources::*;
 use serde_json::json;
 
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-struct TestError(#[from] kube_fsm::conditions::ConditionError);
-
-/// Databases whose Pending step waits at a gate (counting arrivals), then accepts.
+/// The plain Database handlers ([`Databases`]), except that the Pending step waits at a gate
+/// (counting arrivals) before it accepts.
 #[derive(Clone, Default)]
 struct Gated {
     open: Arc<AtomicBool>,
@@ -26,48 +26,46 @@ struct Gated {
 }
 
 impl DatabaseHandler for Gated {
-    type Error = TestError;
+    type Error = ConditionError;
 
     async fn on_pending(
         &self,
-        _: &Database,
-        _: &mut Step<Database>,
-    ) -> Result<DatabasePendingNext, TestError> {
+        db: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabasePendingNext, ConditionError> {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         while !self.open.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Ok(DatabasePendingEvent::Accept.into())
+        Databases.on_pending(db, step).await
     }
 
     async fn on_provisioning(
         &self,
-        _: &Database,
+        db: &Database,
         step: &mut Step<Database>,
-    ) -> Result<DatabaseProvisioningNext, TestError> {
-        step.set_condition(DatabaseCondition::PodsReady, true, "Up", "")?;
-        step.set_condition(DatabaseCondition::ServiceAvailable, true, "Answers", "")?;
-        Ok(Next::Stay)
+    ) -> Result<DatabaseProvisioningNext, ConditionError> {
+        Databases.on_provisioning(db, step).await
     }
 
     async fn on_running(
         &self,
-        _: &Database,
-        _: &mut Step<Database>,
-    ) -> Result<DatabaseRunningNext, TestError> {
-        Ok(Next::Stay)
+        db: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseRunningNext, ConditionError> {
+        Databases.on_running(db, step).await
     }
 
     async fn on_degraded(
         &self,
-        _: &Database,
-        _: &mut Step<Database>,
-    ) -> Result<DatabaseDegradedNext, TestError> {
-        Ok(Next::Stay)
+        db: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseDegradedNext, ConditionError> {
+        Databases.on_degraded(db, step).await
     }
 
-    async fn cleanup(&self, _: &Database) -> Result<Cleanup, TestError> {
-        Ok(Cleanup::Done)
+    async fn cleanup(&self, db: &Database) -> Result<Cleanup, ConditionError> {
+        Databases.cleanup(db).await
     }
 }
 
@@ -82,15 +80,13 @@ async fn after_an_outage_longer_than_the_reconnect_cap_everything_converges_with
     let config = kube::Config::infer().await.expect("kubeconfig");
     let (proxy, cut_off) = kube_fsm_tests::proxy::Proxy::in_front_of(config).await;
     let cap = Duration::from_secs(4);
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = kube_fsm::metrics::Metrics::default();
-    metrics.register(&mut registry);
+    let recorded = Recorded::default();
     let gated = Gated::default();
     gated.open.store(true, Ordering::SeqCst);
     let operator = operator::in_namespace::<Database, _>(&cut_off, &ns, gated.clone())
         .backoff(Duration::from_millis(200), Duration::from_secs(300))
         .reconnect_backoff(cap)
-        .metrics(&metrics);
+        .metrics(recorded.metrics());
     let health = operator.health();
     let operator = Running::spawn(operator);
     for i in 0..5 {
@@ -173,8 +169,7 @@ async fn after_an_outage_longer_than_the_reconnect_cap_everything_converges_with
     eprintln!("converged {took:?} after healing (reconnect cap {cap:?})");
     assert!(took <= cap + Duration::from_secs(3), "took {took:?}");
     assert!(health.is_up());
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    let text = recorded.text();
     assert!(
         text.contains("kube_fsm_connected{machine=\"Database\"} 1"),
         "{text}"

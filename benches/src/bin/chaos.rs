@@ -23,8 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use kube_fsm::{LeaderElection, Operator, Stopped};
@@ -32,6 +31,8 @@ use kube_fsm_benches::chaos::ChaosHandler;
 use kube_fsm_benches::chaos::checker::{Observer, declared};
 use kube_fsm_benches::chaos::faults::{FaultLayer, FaultPlan};
 use kube_fsm_benches::chaos::writers::{Expect, LABEL, WRITER, act, new_db, unconverged};
+use kube_fsm_tests::cluster;
+use kube_fsm_tests::metrics::Recorded;
 use kube_fsm_tests::resources::Database;
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -175,21 +176,9 @@ async fn main() {
     )
     .await;
     let run = format!("{:06x}", fastrand::u32(..0x00ff_ffff));
-    let namespaces: Vec<String> = (0..options.namespaces)
-        .map(|i| format!("chaos-{run}-{i}"))
-        .collect();
-    for ns in &namespaces {
-        let namespace = Namespace {
-            metadata: ObjectMeta {
-                name: Some(ns.clone()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        };
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await
-            .expect("create namespace");
+    let mut namespaces = Vec::new();
+    for _ in 0..options.namespaces {
+        namespaces.push(cluster::namespace(&client, &format!("chaos-{run}")).await);
     }
     eprintln!("chaos {run}: {options:?}");
 
@@ -199,14 +188,12 @@ async fn main() {
         watcher::Config::default().labels(&format!("{LABEL}={run}")),
         OPERATOR.to_owned(),
     ));
-    let registry_metrics = kube_fsm::metrics::Metrics::default();
-    let mut registry = prometheus_client::registry::Registry::default();
-    registry_metrics.register(&mut registry);
+    let recorded = Recorded::default();
     let shared = Shared {
         config,
         plan: Arc::new(FaultPlan::chaos()),
         handler: ChaosHandler::new(observer.clone()),
-        metrics: registry_metrics,
+        metrics: recorded.metrics().clone(),
         run: run.clone(),
         lease_ns: namespaces[0].clone(),
     };
@@ -374,13 +361,7 @@ async fn main() {
     per_object.sort_unstable();
     let max_runs = per_object.last().copied().unwrap_or(0);
     let p50_runs = per_object.get(per_object.len() / 2).copied().unwrap_or(0);
-    let mut metrics_text = String::new();
-    prometheus_client::encoding::text::encode(&mut metrics_text, &registry).expect("encode");
-    let drift: u64 = metrics_text
-        .lines()
-        .filter(|l| l.starts_with("kube_fsm_drift_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum();
+    let drift = recorded.sum("kube_fsm_drift_total", "");
     // Every new leader lists and reconciles every object once, so an object's handler runs grow
     // with leader changes (and relists); a hot loop would exceed this by far.
     let max_handler_runs = 10 + 2 * (kills + restarts_after_loss + findings.relists);

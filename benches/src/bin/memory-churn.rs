@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use kube_fsm::{Next, Operator, Step};
 use kube_fsm_tests::resources::*;
@@ -80,35 +79,15 @@ async fn main() {
         .await
         .expect("a kubeconfig (scripts/envtest env)");
     kube_fsm_tests::cluster::install_crds(&client).await;
-    let ns = format!("churn-{:06x}", fastrand::u32(..0x00ff_ffff));
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ns.clone()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("namespace");
+    let ns = kube_fsm_tests::cluster::namespace(&client, "churn").await;
     let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
     let handler = Failing::default();
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = kube_fsm::metrics::Metrics::default();
-    metrics.register(&mut registry);
-    let remembered = move || {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
-        text.lines()
-            .find_map(|l| l.strip_prefix("kube_fsm_remembered_objects{machine=\"Guarded\"} "))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let recorded = kube_fsm_tests::metrics::Recorded::default();
+    let remembered = || recorded.sum("kube_fsm_remembered_objects", "machine=\"Guarded\"");
     let operator = Operator::<Guarded, _>::new(client.clone(), handler.clone())
         .namespace(&ns)
         .backoff(Duration::from_millis(10), Duration::from_millis(50))
-        .metrics(&metrics)
+        .metrics(recorded.metrics())
         .shutdown_on(std::future::pending());
     let running = tokio::spawn(operator.run());
     let started = Instant::now();

@@ -9,8 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use kube_fsm::Operator;
 use kube_fsm_tests::handlers::Databases;
@@ -42,18 +41,7 @@ async fn running(api: &Api<Database>) -> usize {
 
 /// One run: returns the time from healing to all Running.
 async fn run(client: &Client, cut: Duration, objects: usize) -> Duration {
-    let ns = format!("outage-{:06x}", fastrand::u32(..0x00ff_ffff));
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ns.clone()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("namespace");
+    let ns = kube_fsm_tests::cluster::namespace(client, "outage").await;
     let config = kube::Config::infer().await.expect("kubeconfig");
     let (proxy, cut_off) = Proxy::in_front_of(config).await;
     let operator = Operator::<Database, _>::new(cut_off, Databases)

@@ -11,13 +11,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kube::ResourceExt;
+use kube_fsm::conditions::ConditionError;
 use kube_fsm::{Cleanup, Next, Step};
+use kube_fsm_tests::handlers::Databases;
 use kube_fsm_tests::resources::*;
 
 use checker::Observer;
 
-/// The run's handlers: Pending accepts, Provisioning and Degraded report both conditions True
-/// (so the rules lead to Running), Running stays; `cleanup` is done at once and recorded.
+/// The run's handlers: the plain ones ([`Databases`]), except that Degraded reports both
+/// conditions True like Provisioning (so the rules lead back to Running); `cleanup` is recorded.
 /// Counts handler runs per object.
 #[derive(Clone, Debug)]
 pub struct ChaosHandler {
@@ -48,56 +50,51 @@ impl ChaosHandler {
             .entry(db.uid().unwrap_or_default())
             .or_default() += 1;
     }
-
-    fn healthy(step: &mut Step<Database>) -> Result<(), kube_fsm::conditions::ConditionError> {
-        step.set_condition(DatabaseCondition::PodsReady, true, "Up", "")?;
-        step.set_condition(DatabaseCondition::ServiceAvailable, true, "Answers", "")
-    }
 }
 
 impl DatabaseHandler for ChaosHandler {
-    type Error = kube_fsm::conditions::ConditionError;
+    type Error = ConditionError;
 
     async fn on_pending(
         &self,
         db: &Database,
-        _: &mut Step<Database>,
-    ) -> Result<DatabasePendingNext, Self::Error> {
+        step: &mut Step<Database>,
+    ) -> Result<DatabasePendingNext, ConditionError> {
         self.ran(db);
-        Ok(DatabasePendingEvent::Accept.into())
+        Databases.on_pending(db, step).await
     }
 
     async fn on_provisioning(
         &self,
         db: &Database,
         step: &mut Step<Database>,
-    ) -> Result<DatabaseProvisioningNext, Self::Error> {
+    ) -> Result<DatabaseProvisioningNext, ConditionError> {
         self.ran(db);
-        Self::healthy(step)?;
-        Ok(Next::Stay)
+        Databases.on_provisioning(db, step).await
     }
 
     async fn on_running(
         &self,
         db: &Database,
-        _: &mut Step<Database>,
-    ) -> Result<DatabaseRunningNext, Self::Error> {
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseRunningNext, ConditionError> {
         self.ran(db);
-        Ok(Next::Stay)
+        Databases.on_running(db, step).await
     }
 
     async fn on_degraded(
         &self,
         db: &Database,
         step: &mut Step<Database>,
-    ) -> Result<DatabaseDegradedNext, Self::Error> {
+    ) -> Result<DatabaseDegradedNext, ConditionError> {
         self.ran(db);
-        Self::healthy(step)?;
+        // Unlike the plain handlers, report both conditions True, so `when` leads back to Running.
+        Databases.on_provisioning(db, step).await?;
         Ok(Next::Stay)
     }
 
-    async fn cleanup(&self, db: &Database) -> Result<Cleanup, Self::Error> {
+    async fn cleanup(&self, db: &Database) -> Result<Cleanup, ConditionError> {
         self.observer.cleaned(&db.uid().unwrap_or_default());
-        Ok(Cleanup::Done)
+        Databases.cleanup(db).await
     }
 }
