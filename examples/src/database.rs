@@ -1,25 +1,24 @@
 //! The `Database` custom resource, driven by `specs/database.yaml`, and its phase handlers.
 //!
 //! Each Database owns one child, a ConfigMap of the same name that stands in for the database's
-//! pods. The handlers are written for API economy (see ARCHITECTURE.md, API economy): an object reaches `Running` with
-//! two status writes and one child write, and a reconcile of a converged object writes nothing.
+//! pods, and reports where it answers in `status.endpoint`. The handlers are written for API
+//! economy (see ARCHITECTURE.md, API economy): an object reaches `Running` with two status
+//! writes and one child write, and a reconcile of a converged object sends nothing at all: the
+//! child is read from the operator's cache and an apply that would change nothing is skipped.
 //!
 //! - Pending: nothing to check; fires `Accept`. The engine folds status initialisation into
 //!   this step, so the first status write already says Provisioning.
-//! - Provisioning: creates the child (one POST; "already exists" counts as done) and sets
-//!   PodsReady and ServiceAvailable True in the same step, so `when PodsReady` moves the object
-//!   to Running in the second status write.
-//! - Running: reads the child. Present: the same conditions as before, so no write (a drifted
-//!   or outdated child gets one patch). Gone: both conditions False, and
-//!   `when !ServiceAvailable` moves the object to Degraded.
-//! - Degraded: recreates the child and sets both conditions True;
+//! - Provisioning: applies the child (server-side apply, one request), sets PodsReady and
+//!   ServiceAvailable True and `status.endpoint` in the same step, so `when PodsReady` moves
+//!   the object to Running in the second status write, endpoint included.
+//! - Running: looks the child up in the cache. Present: applies it again (skipped while it
+//!   holds the desired data; a drifted or outdated child gets one apply) and keeps the same
+//!   conditions, so no status write. Gone: both conditions False, and `when !ServiceAvailable`
+//!   moves the object to Degraded.
+//! - Degraded: applies the child again and sets both conditions True;
 //!   `when [ServiceAvailable, PodsReady]` moves it back to Running.
 //! - Deletion (the spec's finalizer): deletes the child, since the envtest API server runs no
 //!   garbage collector to follow the ownerReference.
-//!
-//! The endpoint is reported in the ServiceAvailable message and the child's data rather than in
-//! a status field of its own: the engine's status write carries the machine's fields only, so
-//! an extra field would cost a write of its own.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,10 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::DeleteParams;
 use kube::{Api, Client, CustomResource, ResourceExt};
 use kube_fsm::conditions::ConditionError;
-use kube_fsm::{Cleanup, MachineStatus, Next, Step, state_machine};
+use kube_fsm::{Applied, Cleanup, ContextError, MachineStatus, Next, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -77,20 +76,23 @@ pub struct DatabaseStatus {
     /// Phase, conditions, observedGeneration and phase entry time, owned by kube-fsm.
     #[serde(flatten)]
     pub machine: MachineStatus<DatabasePhase>,
+    /// Where clients reach the database, once it has been provisioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 }
 
 /// Why a handler failed; the engine logs it and retries the object with backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
-    /// A request for the child failed.
+    /// A request for the child failed, or its cache is missing.
+    #[error("child ConfigMap: {0}")]
+    Child(#[from] ContextError),
+    /// The cleanup's delete failed.
     #[error("child ConfigMap: {0}")]
     Kube(#[from] kube::Error),
     /// A condition was rejected (a bug in this example: reasons are constants).
     #[error(transparent)]
     Condition(#[from] ConditionError),
-    /// The Database has no uid yet, so no ownerReference can point at it.
-    #[error("the Database has no uid; cannot own a child")]
-    NoUid,
 }
 
 /// How often each handler ran and what it asked of the API server (for the scale run).
@@ -106,14 +108,10 @@ pub struct Counters {
     pub degraded: AtomicU64,
     /// `cleanup` calls.
     pub cleanup: AtomicU64,
-    /// Child creates that succeeded.
-    pub child_created: AtomicU64,
-    /// Child creates answered "already exists".
-    pub child_existed: AtomicU64,
-    /// Child reads.
-    pub child_reads: AtomicU64,
-    /// Child data repairs (a patch after drift or a spec change).
-    pub child_patched: AtomicU64,
+    /// Child applies sent to the API server.
+    pub child_applied: AtomicU64,
+    /// Child applies skipped because the cached child already held the desired fields.
+    pub child_unchanged: AtomicU64,
     /// Child deletes.
     pub child_deleted: AtomicU64,
 }
@@ -129,7 +127,8 @@ impl Counters {
     }
 }
 
-/// The phase handlers: a client for the children, and counters.
+/// The phase handlers: a client for the cleanup's delete, and counters. Everything else goes
+/// through the step's context.
 #[derive(Clone)]
 pub struct Handlers {
     client: Client,
@@ -145,7 +144,7 @@ impl std::fmt::Debug for Handlers {
 }
 
 impl Handlers {
-    /// Handlers that manage children through `client`.
+    /// Handlers whose cleanup deletes children through `client`.
     pub fn new(client: Client) -> Self {
         Handlers {
             client,
@@ -158,26 +157,11 @@ impl Handlers {
         &self.counters
     }
 
-    fn children(&self, db: &Database) -> Api<ConfigMap> {
-        Api::namespaced(
-            self.client.clone(),
-            &db.namespace().unwrap_or_else(|| "default".into()),
-        )
-    }
-
-    /// Creates the child unless it exists: one POST, and no read first (an "already exists"
-    /// answer is as good as a read).
-    async fn ensure_child(&self, db: &Database) -> Result<(), HandlerError> {
-        match self
-            .children(db)
-            .create(&PostParams::default(), &desired_child(db)?)
-            .await
-        {
-            Ok(_) => Counters::bump(&self.counters.child_created),
-            Err(kube::Error::Api(status)) if status.is_already_exists() => {
-                Counters::bump(&self.counters.child_existed);
-            }
-            Err(err) => return Err(err.into()),
+    /// Applies the child: no request when the cached child already holds the desired fields.
+    async fn apply_child(&self, db: &Database, step: &Step<Database>) -> Result<(), HandlerError> {
+        match step.apply(desired_child(db)).await? {
+            Applied::Written(_) => Counters::bump(&self.counters.child_applied),
+            Applied::Unchanged(_) => Counters::bump(&self.counters.child_unchanged),
         }
         Ok(())
     }
@@ -192,35 +176,28 @@ pub fn endpoint(db: &Database) -> String {
     )
 }
 
-/// What the child's data should be.
-fn desired_data(db: &Database) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("version".into(), db.spec.version.clone()),
-        ("replicas".into(), db.spec.replicas.to_string()),
-        ("endpoint".into(), endpoint(db)),
-    ])
-}
-
-/// The child ConfigMap, controlled by `db`.
-fn desired_child(db: &Database) -> Result<ConfigMap, HandlerError> {
-    let owner = kube_fsm::owner_reference(db).ok_or(HandlerError::NoUid)?;
-    Ok(ConfigMap {
+/// The child ConfigMap (the step adds the ownerReference to `db` when it applies it).
+fn desired_child(db: &Database) -> ConfigMap {
+    ConfigMap {
         metadata: ObjectMeta {
             name: Some(db.name_any()),
-            namespace: db.namespace(),
             labels: Some(BTreeMap::from([
                 (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
                 ("example.kube-fsm.dev/database".to_owned(), db.name_any()),
             ])),
-            owner_references: Some(vec![owner]),
             ..ObjectMeta::default()
         },
-        data: Some(desired_data(db)),
+        data: Some(BTreeMap::from([
+            ("version".into(), db.spec.version.clone()),
+            ("replicas".into(), db.spec.replicas.to_string()),
+            ("endpoint".into(), endpoint(db)),
+        ])),
         ..ConfigMap::default()
-    })
+    }
 }
 
-/// Reports the child as serving; a no-op on the status when it already says so.
+/// Reports the child as serving, with its endpoint; a no-op on the status when it already
+/// says so.
 fn set_serving(db: &Database, step: &mut Step<Database>) -> Result<(), HandlerError> {
     step.set_condition(
         DatabaseCondition::PodsReady,
@@ -237,6 +214,7 @@ fn set_serving(db: &Database, step: &mut Step<Database>) -> Result<(), HandlerEr
         "Serving",
         format!("answers at {}", endpoint(db)),
     )?;
+    step.status_mut().endpoint = Some(endpoint(db));
     Ok(())
 }
 
@@ -254,21 +232,21 @@ impl DatabaseHandler for Handlers {
         Ok(DatabasePendingEvent::Accept.into())
     }
 
-    /// Creates the child and reports it ready in the same step, so the `when PodsReady` rule
-    /// moves the object to Running in the same (second) status write.
+    /// Applies the child and reports it ready, with the endpoint, in the same step, so the
+    /// `when PodsReady` rule moves the object to Running in the same (second) status write.
     async fn on_provisioning(
         &self,
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseProvisioningNext, HandlerError> {
         Counters::bump(&self.counters.provisioning);
-        self.ensure_child(db).await?;
+        self.apply_child(db, step).await?;
         set_serving(db, step)?;
         Ok(Next::Stay)
     }
 
-    /// Reads the child: present → the same conditions as before (no write); data drifted or the
-    /// spec changed → one child patch; gone → both conditions False, and the
+    /// Looks the child up in the cache: present → applied again (no request while unchanged)
+    /// and the same conditions as before (no write); gone → both conditions False, and the
     /// `when !ServiceAvailable` rule moves the object to Degraded.
     async fn on_running(
         &self,
@@ -276,43 +254,27 @@ impl DatabaseHandler for Handlers {
         step: &mut Step<Database>,
     ) -> Result<DatabaseRunningNext, HandlerError> {
         Counters::bump(&self.counters.running);
-        let children = self.children(db);
-        Counters::bump(&self.counters.child_reads);
-        match children.get_opt(&db.name_any()).await? {
-            Some(child) => {
-                let desired = desired_data(db);
-                if child.data.as_ref() != Some(&desired) {
-                    let patch = serde_json::json!({ "data": desired });
-                    children
-                        .patch(
-                            &db.name_any(),
-                            &PatchParams::default(),
-                            &Patch::Merge(&patch),
-                        )
-                        .await?;
-                    Counters::bump(&self.counters.child_patched);
-                }
-                set_serving(db, step)?;
-            }
-            None => {
-                step.set_condition(
-                    DatabaseCondition::PodsReady,
-                    false,
-                    "ChildMissing",
-                    format!("ConfigMap {} is gone", db.name_any()),
-                )?;
-                step.set_condition(
-                    DatabaseCondition::ServiceAvailable,
-                    false,
-                    "ChildMissing",
-                    "no pods to answer",
-                )?;
-            }
+        if step.child::<ConfigMap>(&db.name_any())?.is_some() {
+            self.apply_child(db, step).await?;
+            set_serving(db, step)?;
+        } else {
+            step.set_condition(
+                DatabaseCondition::PodsReady,
+                false,
+                "ChildMissing",
+                format!("ConfigMap {} is gone", db.name_any()),
+            )?;
+            step.set_condition(
+                DatabaseCondition::ServiceAvailable,
+                false,
+                "ChildMissing",
+                "no pods to answer",
+            )?;
         }
         Ok(Next::Stay)
     }
 
-    /// Recreates the child; with both conditions True again the
+    /// Applies the child again; with both conditions True again the
     /// `when [ServiceAvailable, PodsReady]` rule moves the object back to Running.
     async fn on_degraded(
         &self,
@@ -320,7 +282,7 @@ impl DatabaseHandler for Handlers {
         step: &mut Step<Database>,
     ) -> Result<DatabaseDegradedNext, HandlerError> {
         Counters::bump(&self.counters.degraded);
-        self.ensure_child(db).await?;
+        self.apply_child(db, step).await?;
         set_serving(db, step)?;
         Ok(Next::Stay)
     }
@@ -329,8 +291,11 @@ impl DatabaseHandler for Handlers {
     /// ownerReference, but deleting it here also works where none runs (envtest).
     async fn cleanup(&self, db: &Database) -> Result<Cleanup, HandlerError> {
         Counters::bump(&self.counters.cleanup);
-        match self
-            .children(db)
+        let children: Api<ConfigMap> = Api::namespaced(
+            self.client.clone(),
+            &db.namespace().unwrap_or_else(|| "default".into()),
+        );
+        match children
             .delete(&db.name_any(), &DeleteParams::background())
             .await
         {
@@ -358,17 +323,23 @@ pub fn crd_yaml() -> Result<String, serde_saphyr::SerializeError> {
 mod tests {
     use std::sync::Mutex;
 
+    use k8s_openapi::jiff::Timestamp;
     use kube::client::Body;
-    use kube_fsm::testing;
+    use kube_fsm::cache::Cache;
+    use kube_fsm::{Context, testing};
 
     use super::*;
 
-    /// Handlers whose client talks to a canned API server: `answer(method, path)` gives the
-    /// status code and JSON body; every request is recorded as `METHOD path`.
-    fn handlers_with(
+    type Log = Arc<Mutex<Vec<String>>>;
+
+    /// A context whose client talks to a canned API server (`answer(method, path)` gives the
+    /// status code and JSON body; every request is recorded as `METHOD path`), with `children`
+    /// in the ConfigMap cache.
+    fn context_with(
         answer: fn(&str, &str) -> (u16, serde_json::Value),
-    ) -> (Handlers, Arc<Mutex<Vec<String>>>) {
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        children: Vec<ConfigMap>,
+    ) -> (Arc<Context>, Log) {
+        let seen = Log::default();
         let log = Arc::clone(&seen);
         let service = tower::service_fn(move |request: http::Request<Body>| {
             let (method, path) = (
@@ -384,7 +355,19 @@ mod tests {
                     .body(Body::from(body.to_string().into_bytes()))
             }
         });
-        (Handlers::new(Client::new(service, "ns")), seen)
+        let client = Client::new(service, "ns");
+        let context = Context::new(client).with_cache(Cache::from_objects(children));
+        (Arc::new(context), seen)
+    }
+
+    async fn step(
+        handlers: &Handlers,
+        db: &Database,
+        context: &Arc<Context>,
+    ) -> testing::Outcome<Database> {
+        testing::step_in(handlers, db, Timestamp::now(), context)
+            .await
+            .expect("the step succeeds")
     }
 
     fn status(code: u16, reason: &str) -> serde_json::Value {
@@ -402,14 +385,24 @@ mod tests {
         db
     }
 
-    fn child(db: &Database) -> serde_json::Value {
-        serde_json::to_value(desired_child(db).expect("the object has a uid")).expect("encodes")
+    /// The child as the server would store it after the apply.
+    fn stored_child(db: &Database) -> ConfigMap {
+        let mut child = desired_child(db);
+        child.metadata.namespace = db.namespace();
+        child.metadata.owner_references = kube_fsm::owner_reference(db).map(|o| vec![o]);
+        child.metadata.resource_version = Some("5".into());
+        child
+    }
+
+    fn child_json() -> serde_json::Value {
+        serde_json::to_value(stored_child(&database())).expect("encodes")
     }
 
     #[tokio::test]
     async fn pending_accepts_and_the_first_write_says_provisioning() {
-        let (handlers, seen) = handlers_with(|_, _| (500, status(500, "Unexpected")));
-        let outcome = testing::step(&handlers, &database()).await.expect("no I/O");
+        let (context, seen) = context_with(|_, _| (500, status(500, "Unexpected")), vec![]);
+        let handlers = Handlers::new(context.client().clone());
+        let outcome = step(&handlers, &database(), &context).await;
         assert_eq!(outcome.phase, DatabasePhase::Provisioning);
         assert!(outcome.writes_status);
         assert_eq!(outcome.transition.map(|t| t.reason), Some("Accept"));
@@ -417,86 +410,89 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn provisioning_creates_the_child_and_runs_in_the_same_step() {
-        let (handlers, seen) = handlers_with(|_, _| (201, child(&database())));
+    async fn provisioning_applies_the_child_and_runs_with_the_endpoint_in_the_same_step() {
+        let (context, seen) = context_with(|_, _| (200, child_json()), vec![]);
+        let handlers = Handlers::new(context.client().clone());
         let db = testing::in_phase(database(), DatabasePhase::Provisioning);
-        let outcome = testing::step(&handlers, &db).await.expect("child created");
+        let outcome = step(&handlers, &db, &context).await;
         assert_eq!(outcome.phase, DatabasePhase::Running);
         assert_eq!(outcome.condition(DatabaseCondition::PodsReady), Some(true));
         assert_eq!(
-            *seen.lock().expect("log"),
-            ["POST /api/v1/namespaces/ns/configmaps"]
+            outcome.status.endpoint.as_deref(),
+            Some("db.ns.svc:5432"),
+            "the endpoint rides in the phase's write"
         );
-    }
-
-    #[tokio::test]
-    async fn an_existing_child_is_as_good_as_a_created_one() {
-        let (handlers, _) = handlers_with(|_, _| (409, status(409, "AlreadyExists")));
-        let db = testing::in_phase(database(), DatabasePhase::Provisioning);
-        let outcome = testing::step(&handlers, &db).await.expect("already exists");
-        assert_eq!(outcome.phase, DatabasePhase::Running);
-        assert_eq!(Counters::get(&handlers.counters().child_existed), 1);
-    }
-
-    #[tokio::test]
-    async fn a_converged_running_object_writes_nothing() {
-        let (handlers, seen) = handlers_with(|_, _| (200, child(&database())));
-        let mut db = testing::in_phase(database(), DatabasePhase::Provisioning);
-        let provisioned = testing::step(&handlers, &db).await.expect("provisioned");
-        testing::apply(&mut db, &provisioned);
-        let running = testing::step(&handlers, &db).await.expect("checked");
-        assert_eq!(running.phase, DatabasePhase::Running);
-        assert!(!running.writes_status, "same conditions: no status write");
-        assert_eq!(running.requeue, None, "Running waits for a change");
         assert_eq!(
-            seen.lock().expect("log").last().map(String::as_str),
-            Some("GET /api/v1/namespaces/ns/configmaps/db"),
-            "one read, no child write"
+            outcome.patch.as_ref().map(|p| p["endpoint"].clone()),
+            Some("db.ns.svc:5432".into())
         );
+        assert_eq!(
+            *seen.lock().expect("log"),
+            ["PATCH /api/v1/namespaces/ns/configmaps/db"],
+            "one server-side apply"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_converged_running_object_sends_nothing() {
+        let db = database();
+        let (context, seen) = context_with(|_, _| (200, child_json()), vec![stored_child(&db)]);
+        let handlers = Handlers::new(context.client().clone());
+        let mut db = testing::in_phase(db, DatabasePhase::Provisioning);
+        let provisioned = step(&handlers, &db, &context).await;
+        testing::apply(&mut db, &provisioned);
+        let running = step(&handlers, &db, &context).await;
+        assert_eq!(running.phase, DatabasePhase::Running);
+        assert!(
+            !running.writes_status,
+            "same conditions and endpoint: no status write"
+        );
+        assert_eq!(running.requeue, None, "Running waits for a change");
+        assert!(
+            seen.lock().expect("log").is_empty(),
+            "the child comes from the cache and holds the desired data: no request"
+        );
+        assert_eq!(Counters::get(&handlers.counters().child_unchanged), 2);
     }
 
     #[tokio::test]
     async fn a_lost_child_degrades_and_degraded_recovers() {
-        let (handlers, _) = handlers_with(|method, _| match method {
-            "GET" => (404, status(404, "NotFound")),
-            _ => (201, child(&database())),
-        });
+        let (context, _) = context_with(|_, _| (200, child_json()), vec![]);
+        let handlers = Handlers::new(context.client().clone());
         let mut db = testing::in_phase(database(), DatabasePhase::Running);
-        let lost = testing::step(&handlers, &db).await.expect("checked");
+        let lost = step(&handlers, &db, &context).await;
         assert_eq!(lost.phase, DatabasePhase::Degraded);
         assert_eq!(
             lost.condition(DatabaseCondition::ServiceAvailable),
             Some(false)
         );
         testing::apply(&mut db, &lost);
-        let recovered = testing::step(&handlers, &db).await.expect("recreated");
+        let recovered = step(&handlers, &db, &context).await;
         assert_eq!(recovered.phase, DatabasePhase::Running);
-        assert_eq!(Counters::get(&handlers.counters().child_created), 1);
+        assert_eq!(Counters::get(&handlers.counters().child_applied), 1);
     }
 
     #[tokio::test]
-    async fn a_drifted_child_is_patched_once() {
-        let (handlers, seen) = handlers_with(|method, _| {
-            let mut child = child(&database());
-            if method == "GET" {
-                child["data"]["replicas"] = "7".into();
-            }
-            (200, child)
-        });
-        let db = testing::in_phase(database(), DatabasePhase::Running);
-        testing::step(&handlers, &db).await.expect("repaired");
+    async fn a_drifted_child_is_applied_once() {
+        let db = database();
+        let mut drifted = stored_child(&db);
+        if let Some(data) = drifted.data.as_mut() {
+            data.insert("replicas".into(), "7".into());
+        }
+        let (context, seen) = context_with(|_, _| (200, child_json()), vec![drifted]);
+        let handlers = Handlers::new(context.client().clone());
+        let db = testing::in_phase(db, DatabasePhase::Running);
+        step(&handlers, &db, &context).await;
         assert_eq!(
             *seen.lock().expect("log"),
-            [
-                "GET /api/v1/namespaces/ns/configmaps/db",
-                "PATCH /api/v1/namespaces/ns/configmaps/db"
-            ]
+            ["PATCH /api/v1/namespaces/ns/configmaps/db"]
         );
     }
 
     #[tokio::test]
     async fn cleanup_is_done_when_the_child_is_already_gone() {
-        let (handlers, _) = handlers_with(|_, _| (404, status(404, "NotFound")));
+        let (context, _) = context_with(|_, _| (404, status(404, "NotFound")), vec![]);
+        let handlers = Handlers::new(context.client().clone());
         let done = DatabaseHandler::cleanup(&handlers, &database()).await;
         assert_eq!(done.expect("a missing child is fine"), Cleanup::Done);
     }

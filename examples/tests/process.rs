@@ -56,9 +56,16 @@ fn operator(args: &[&str]) -> Child {
     Command::new(BIN)
         .arg("run")
         .args(args)
-        .env("RUST_LOG", "warn")
+        .env(
+            "RUST_LOG",
+            std::env::var("KUBE_FSM_OPERATOR_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(if std::env::var_os("KUBE_FSM_SHOW_OPERATOR").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .kill_on_drop(true)
         .spawn()
         .expect("operator starts")

@@ -679,11 +679,17 @@ fn glue(machine: &Machine, target: &Target<'_>, names: &Names) -> TokenStream {
             impl ::kube_fsm::StateMachine for #kind {
                 type Phase = #phase_enum;
                 type Condition = #condition;
-                fn machine_status(&self) -> ::core::option::Option<&::kube_fsm::MachineStatus<#phase_enum>> {
-                    self.status.as_ref().map(|status| &#get)
+                type Status = <#kind as ::kube_fsm::__private::HasStatus>::Status;
+                fn status_of(&self) -> ::core::option::Option<&Self::Status> {
+                    self.status.as_ref()
                 }
-                fn machine_status_mut(&mut self) -> &mut ::kube_fsm::MachineStatus<#phase_enum> {
-                    let status = self.status.get_or_insert_with(::core::default::Default::default);
+                fn status_of_mut(&mut self) -> &mut Self::Status {
+                    self.status.get_or_insert_with(::core::default::Default::default)
+                }
+                fn machine_in(status: &Self::Status) -> &::kube_fsm::MachineStatus<#phase_enum> {
+                    &#get
+                }
+                fn machine_in_mut(status: &mut Self::Status) -> &mut ::kube_fsm::MachineStatus<#phase_enum> {
                     &mut #get
                 }
             }

@@ -1,5 +1,6 @@
-//! A builder over kube's `Controller`: scope, watcher config, owned children, concurrency,
-//! graceful shutdown, the engine's per-object backoff, metrics and leader election.
+//! A builder over kube's `Controller`: scope, watcher config, owned children and related
+//! resources (with the caches handlers read), concurrency, graceful shutdown, the engine's
+//! per-object backoff, metrics and leader election.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,12 +10,13 @@ use std::time::Duration;
 use futures::future::Shared;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, controller, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::backoff::Backoff;
+use crate::context::{Caches, Context};
 use crate::health::{Health, ReconnectBackoff};
 use crate::leader::LeaderElection;
 use crate::metrics::{MachineMetrics, Metrics};
@@ -50,6 +52,7 @@ pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 's
     store: Arc<OnceLock<Store<K>>>,
     leader: Option<LeaderElection>,
     health: Health,
+    caches: Caches,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> std::fmt::Debug
@@ -85,6 +88,7 @@ where
             store: Arc::new(OnceLock::new()),
             leader: None,
             health: Health::default(),
+            caches: Caches::default(),
         }
     }
 
@@ -171,8 +175,21 @@ where
         self
     }
 
-    /// Reconcile the owner when a child of type `C` it controls changes (set the child's
-    /// controller reference with [`owner_reference`]).
+    /// Reconcile the owner when a child of type `C` it owns changes, and keep the children in a
+    /// cache that handlers read through [`crate::Step::children`] (by owner UID, an index
+    /// lookup) and [`crate::Step::child`] (by name), and that [`crate::Step::apply`] compares
+    /// against to skip writes that would change nothing. The cache holds whole objects without
+    /// `metadata.managedFields`; narrow it with `config`'s label selector. Set the child's
+    /// owner with [`crate::Step::apply`] or [`owner_reference`]. One watch per kind: do not
+    /// also pass `C` to [`Operator::watches`].
+    ///
+    /// ```no_run
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::runtime::watcher;
+    /// operator.owns::<ConfigMap>(watcher::Config::default().labels("app.kubernetes.io/managed-by=me"))
+    /// # }
+    /// ```
     #[must_use]
     pub fn owns<C>(mut self, config: watcher::Config) -> Self
     where
@@ -185,10 +202,81 @@ where
             + 'static,
         C::Scope: ScopedApi,
     {
+        let cache = self.caches.get_or_create::<C>();
         self.wiring
             .push(Box::new(move |controller, client, namespace| {
-                controller.owns(C::Scope::api::<C>(client.clone(), namespace), config)
+                let api = C::Scope::api::<C>(client.clone(), namespace);
+                controller.owns_stream(watch::cached(api, config, cache))
             }));
+        self
+    }
+
+    /// Reconcile the objects `mapper` names when a related object of type `R` changes (e.g.
+    /// a shared ConfigMap of settings), and keep the objects of `R` in a cache that handlers
+    /// read through [`crate::Step::cache`]. As for [`Operator::owns`], the cache holds whole
+    /// objects without `metadata.managedFields`. One watch per kind.
+    ///
+    /// ```no_run
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::runtime::{reflector::ObjectRef, watcher};
+    /// // Every object depends on one settings ConfigMap: a change of it reconciles them all.
+    /// operator.watches::<ConfigMap, Vec<ObjectRef<K>>>(
+    ///     watcher::Config::default().fields("metadata.name=settings"),
+    ///     |_settings| Vec::new(), // list the objects to reconcile
+    /// )
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches<R, I>(
+        mut self,
+        config: watcher::Config,
+        mapper: impl Fn(R) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        R::Scope: ScopedApi,
+        I: IntoIterator<Item = ObjectRef<K>> + 'static,
+        I::IntoIter: Send,
+    {
+        let cache = self.caches.get_or_create::<R>();
+        self.wiring
+            .push(Box::new(move |controller, client, namespace| {
+                let api = R::Scope::api::<R>(client.clone(), namespace);
+                controller.watches_stream(watch::cached(api, config, cache), mapper)
+            }));
+        self
+    }
+
+    /// Adds an index to the cache of `R` (wired with [`Operator::owns`] or
+    /// [`Operator::watches`]), as controller-runtime's field indexers: `keys` says under
+    /// which keys an object is found, and handlers look them up with
+    /// [`crate::cache::Cache::indexed`].
+    ///
+    /// ```no_run
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// operator.index::<Secret>("type", |secret| secret.type_.clone().into_iter().collect())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn index<R>(
+        self,
+        name: &'static str,
+        keys: impl Fn(&R) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    {
+        self.caches
+            .get_or_create::<R>()
+            .add_index(name, Arc::new(keys));
         self
     }
 
@@ -268,14 +356,20 @@ where
             controller = wire(controller, &self.client, namespace);
         }
         let _ = self.store.set(controller.store());
-        let engine = Arc::new(Engine::new(
+        let context = Arc::new(Context::with_manager(
             self.client,
+            &self.config.reporter,
+            &self.config.field_manager,
+            self.caches,
+        ));
+        let engine = Arc::new(Engine::new(
             self.namespace,
             self.handler,
             self.config,
             self.metrics,
             self.store,
             self.health,
+            context,
         ));
         let controller = controller
             .reconcile_on(engine.clone().recovery())

@@ -163,25 +163,12 @@ pub fn next_status<P: Phase>(
     }
 }
 
-/// Whether `new` differs from `stored` in anything a reader can see. Times compare at whole
-/// seconds, the precision Kubernetes stores.
+/// Whether `new` differs from `stored` in anything a reader can see: whether the merge patch
+/// between their JSON forms is not empty. Times are stored at whole seconds, and compare so.
 pub fn needs_write<P: Phase>(stored: Option<&MachineStatus<P>>, new: &MachineStatus<P>) -> bool {
     let Some(stored) = stored else { return true };
-    let seconds = |t: &Option<Time>| t.as_ref().map(|t| t.0.as_second());
-    let conditions_equal = stored.conditions.len() == new.conditions.len()
-        && stored.conditions.iter().zip(&new.conditions).all(|(a, b)| {
-            a.type_ == b.type_
-                && a.status == b.status
-                && a.reason == b.reason
-                && a.message == b.message
-                && a.observed_generation == b.observed_generation
-                && a.last_transition_time.0.as_second() == b.last_transition_time.0.as_second()
-        });
-    stored.phase != new.phase
-        || stored.entered_phase != new.entered_phase
-        || stored.observed_generation != new.observed_generation
-        || seconds(&stored.last_phase_transition_time) != seconds(&new.last_phase_transition_time)
-        || !conditions_equal
+    let encode = |status: &MachineStatus<P>| serde_json::to_value(status).unwrap_or_default();
+    crate::merge_patch::diff(&encode(stored), &encode(new)).is_some()
 }
 
 /// When to reconcile again: the handler's request, else the phase's `requeueAfter`; never later

@@ -32,7 +32,10 @@
 #![deny(missing_docs)]
 
 pub mod backoff;
+pub mod cache;
+pub mod children;
 pub mod conditions;
+pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod decide;
@@ -43,6 +46,7 @@ pub mod leader;
 mod lease;
 pub mod machine;
 mod memory;
+pub mod merge_patch;
 pub mod metrics;
 pub mod next;
 pub mod reconcile;
@@ -59,6 +63,8 @@ mod version;
 mod watch;
 mod write;
 
+pub use children::Applied;
+pub use context::{Context, ContextError};
 pub use controller::{Operator, Stopped, owner_reference};
 pub use crd::crd;
 pub use health::{Connection, Health};
@@ -121,6 +127,7 @@ pub mod __private {
     //! Paths the generated code uses; not a public API.
     pub use core;
     pub use futures::future::BoxFuture;
+    pub use kube::core::object::HasStatus;
     pub use schemars;
     pub use serde;
     pub use std::string::String;

@@ -12,13 +12,14 @@ use kube::api::PatchParams;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 use crate::Dispatch;
 use crate::backoff::Backoff;
+use crate::context::Context;
 use crate::decide::IllegalTransition;
 use crate::finalizer::Gate;
 use crate::health::Health;
@@ -80,6 +81,9 @@ pub enum ReconcileError {
     /// The status could not be encoded.
     #[error("cannot encode the status patch: {0}")]
     Encode(#[from] serde_json::Error),
+    /// A cache handlers read has not been filled in time.
+    #[error(transparent)]
+    Context(#[from] crate::context::ContextError),
 }
 
 impl ReconcileError {
@@ -103,6 +107,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<StepError<E>> for Reconc
         match err {
             StepError::Handler(e) => ReconcileError::Handler(Box::new(e)),
             StepError::Illegal(e) => ReconcileError::Illegal(e),
+            StepError::Encode(e) => ReconcileError::Encode(e),
         }
     }
 }
@@ -157,13 +162,13 @@ impl<K> From<Write<K>> for Option<Attempt> {
     }
 }
 
-/// The shared state of a running controller: the handler, the client and what the engine
+/// The shared state of a running controller: the handler, the context and what the engine
 /// remembers between reconciles.
 pub struct Engine<K: Resource<DynamicType = ()> + crate::StateMachine, H> {
-    client: Client,
     namespace: Option<String>,
     pub(crate) handler: H,
-    recorder: Recorder,
+    /// What handlers reach the cluster through; its recorder also records the engine's Events.
+    context: Arc<Context>,
     pub(crate) config: EngineConfig,
     pub(crate) metrics: Arc<MachineMetrics>,
     /// Per-object memory, by UID (see [`crate::memory`]).
@@ -192,20 +197,18 @@ where
     /// An engine for objects of `K` (in `namespace`, or all namespaces), recording into
     /// `metrics`.
     pub(crate) fn new(
-        client: Client,
         namespace: Option<String>,
         handler: H,
         config: EngineConfig,
         metrics: Arc<MachineMetrics>,
         cache: Arc<OnceLock<Store<K>>>,
         health: Health,
+        context: Arc<Context>,
     ) -> Self {
-        let recorder = Recorder::new(client.clone(), config.reporter.clone().into());
         Engine {
-            client,
             namespace,
             handler,
-            recorder,
+            context,
             config,
             metrics,
             memory: Memory::default(),
@@ -220,12 +223,12 @@ where
     }
 
     pub(crate) fn recorder(&self) -> &Recorder {
-        &self.recorder
+        self.context.recorder()
     }
 
     fn api_for(&self, object: &K) -> Api<K> {
         let namespace = object.namespace().or_else(|| self.namespace.clone());
-        K::Scope::api(self.client.clone(), namespace.as_deref())
+        K::Scope::api(self.context.client().clone(), namespace.as_deref())
     }
 
     pub(crate) fn patch_params(&self) -> PatchParams {
@@ -356,6 +359,11 @@ where
     }
 
     async fn reconcile_inner(&self, mut object: K) -> Result<Requeue, ReconcileError> {
+        // Handlers read children from the caches: no step before each has its first list.
+        self.context
+            .caches()
+            .ready(self.config.reconnect_max)
+            .await?;
         let api = self.api_for(&object);
         let mut conflicts = 0;
         loop {
@@ -406,22 +414,22 @@ where
 
     /// Plans one step and writes it.
     async fn step(&self, api: &Api<K>, object: &K) -> Result<Attempt, ReconcileError> {
-        let plan = step_plan::plan(&self.handler, object, Timestamp::now()).await?;
+        let plan = step_plan::plan(&self.handler, object, Timestamp::now(), &self.context).await?;
         let timeout_retry = self.vetoes(object, &plan).await;
         let requeue = match (plan.requeue, timeout_retry) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if !plan.write {
+        let Some(patch) = &plan.patch else {
             return Ok(Attempt::Done(requeue));
-        }
+        };
         check_legal(&plan)?;
-        let patch = serde_json::json!({ "status": serde_json::to_value(&plan.status)? });
+        let patch = serde_json::json!({ "status": patch });
         if let Some(stop) = self.write_status(api, object, &patch).await?.into() {
             return Ok(stop);
         }
-        if let Some(PhaseValue::Known(phase)) = &plan.status.phase {
-            let entered = plan.status.entered_at();
+        if let Some(PhaseValue::Known(phase)) = &plan.machine().phase {
+            let entered = plan.machine().entered_at();
             self.memory
                 .with(object, |e| e.accepted = Some((*phase, entered)));
         }
@@ -440,8 +448,8 @@ where
 
 /// Defence in depth: the resourceVersion lock guarantees the stored phase is the one the plan
 /// read, so this checks the planned write against the spec once more.
-fn check_legal<P: Phase>(plan: &Plan<P>) -> Result<(), IllegalTransition> {
-    match &plan.status.phase {
+fn check_legal<K: crate::StateMachine>(plan: &Plan<K>) -> Result<(), IllegalTransition> {
+    match &plan.machine().phase {
         Some(PhaseValue::Known(to))
             if !step_plan::legal_over(plan.position.stored.as_ref(), *to) =>
         {

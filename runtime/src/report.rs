@@ -23,7 +23,7 @@ where
 {
     /// Records the step's vetoes: the metric for each, a Warning Event only for a veto that
     /// differs from the last one. Returns when to retry a vetoed timeout (backing off).
-    pub(crate) async fn vetoes(&self, object: &K, plan: &Plan<K::Phase>) -> Option<Duration> {
+    pub(crate) async fn vetoes(&self, object: &K, plan: &Plan<K>) -> Option<Duration> {
         let Some(veto) = plan.vetoed.last() else {
             self.memory.with(object, |e| e.veto = None);
             return None;

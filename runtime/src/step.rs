@@ -1,35 +1,85 @@
-//! The step context a phase handler works through: conditions, requeue, the clock.
+//! The step a phase handler works through: the object's status (its own fields and the
+//! machine's conditions), requeue, the clock, and the operator's context (client, caches,
+//! children, Events; see [`crate::children`]).
 
-use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
 
 use crate::conditions::{self, ConditionError};
+use crate::context::Context;
 use crate::machine::{ConditionType, StateMachine};
 
-/// What a handler can do besides choosing the next phase: set conditions (typed by the spec's
-/// condition enum) and ask to be reconciled again.
-#[derive(Debug)]
+/// What a handler can do besides choosing the next phase: change the status's own fields, set
+/// conditions (typed by the spec's condition enum), ask to be reconciled again, and reach the
+/// cluster through the operator's context. Everything it changes in the status is written in
+/// the engine's single status patch, together with the phase.
 pub struct Step<K: StateMachine> {
-    conditions: Vec<Condition>,
+    status: K::Status,
     generation: Option<i64>,
     now: Timestamp,
     requeue: Option<Duration>,
-    _machine: PhantomData<fn() -> K>,
+    pub(crate) context: Arc<Context>,
+    pub(crate) object: ObjectInfo,
+}
+
+impl<K: StateMachine> std::fmt::Debug for Step<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Step")
+            .field("status", &self.status)
+            .field("now", &self.now)
+            .field("requeue", &self.requeue)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the step's I/O needs to know of its object.
+#[derive(Clone, Debug)]
+pub(crate) struct ObjectInfo {
+    pub(crate) namespace: Option<String>,
+    pub(crate) uid: Option<String>,
+    pub(crate) as_owner: Option<OwnerReference>,
+    pub(crate) reference: ObjectReference,
 }
 
 impl<K: StateMachine> Step<K> {
-    /// A step starting from the object's current conditions.
-    pub fn new(conditions: Vec<Condition>, generation: Option<i64>, now: Timestamp) -> Self {
+    /// A step of `object` at `now`, starting from its stored status (or a default one).
+    pub fn new(object: &K, now: Timestamp, context: Arc<Context>) -> Self
+    where
+        K: Resource<DynamicType = ()>,
+    {
         Step {
-            conditions,
-            generation,
+            status: object.status_of().cloned().unwrap_or_default(),
+            generation: object.meta().generation,
             now,
             requeue: None,
-            _machine: PhantomData,
+            context,
+            object: ObjectInfo {
+                namespace: object.meta().namespace.clone(),
+                uid: object.meta().uid.clone(),
+                as_owner: object.controller_owner_ref(&()),
+                reference: object.object_ref(&()),
+            },
         }
+    }
+
+    /// The status as it stands after this step's changes so far.
+    pub fn status(&self) -> &K::Status {
+        &self.status
+    }
+
+    /// The status, to change the operator's own fields (`endpoint`, `readyReplicas`, ...).
+    /// They are written with the phase in the engine's one status patch, only if something
+    /// changed; a field set to `None` is removed; fields this step does not touch are left as
+    /// stored (also those another writer set). The machine's fields in it belong to the
+    /// engine: it overwrites `phase`, `observedGeneration` and the entry time after the step;
+    /// set conditions with [`Step::set_condition`].
+    pub fn status_mut(&mut self) -> &mut K::Status {
+        &mut self.status
     }
 
     /// Sets a condition (apimachinery rules: the transition time moves only when the status
@@ -67,7 +117,7 @@ impl<K: StateMachine> Step<K> {
         message: String,
     ) -> Result<(), ConditionError> {
         conditions::set(
-            &mut self.conditions,
+            &mut K::machine_in_mut(&mut self.status).conditions,
             condition.as_str(),
             status,
             reason,
@@ -80,19 +130,19 @@ impl<K: StateMachine> Step<K> {
 
     /// `Some(true)`/`Some(false)` for a True/False condition, `None` if absent or Unknown.
     pub fn condition_status(&self, condition: K::Condition) -> Option<bool> {
-        conditions::status_of(&self.conditions, condition.as_str())
+        conditions::status_of(self.conditions(), condition.as_str())
     }
 
     /// The full condition, if present.
     pub fn condition(&self, condition: K::Condition) -> Option<&Condition> {
-        self.conditions
+        self.conditions()
             .iter()
             .find(|c| c.type_ == condition.as_str())
     }
 
     /// All conditions as they stand after this step's changes.
     pub fn conditions(&self) -> &[Condition] {
-        &self.conditions
+        &K::machine_in(&self.status).conditions
     }
 
     /// Reconcile again after `after` (overrides the phase's `requeueAfter`).
@@ -110,8 +160,13 @@ impl<K: StateMachine> Step<K> {
         self.now
     }
 
-    /// The conditions and requeue request, consuming the step.
-    pub fn into_parts(self) -> (Vec<Condition>, Option<Duration>) {
-        (self.conditions, self.requeue)
+    /// The status and requeue request, consuming the step.
+    pub fn into_parts(self) -> (K::Status, Option<Duration>) {
+        (self.status, self.requeue)
+    }
+
+    /// The operator's context: client, recorder, caches.
+    pub fn context(&self) -> &Context {
+        &self.context
     }
 }

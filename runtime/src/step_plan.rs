@@ -2,35 +2,52 @@
 //! `before_transition`, the new status and the requeue. The reconciler runs it and writes the
 //! result; [`crate::testing`] runs it to test handlers without a cluster.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
+use serde_json::Value;
 
 use crate::Dispatch;
+use crate::context::Context;
 use crate::decide::{self, IllegalTransition, Position, Transition, UNKNOWN_PHASE_RESET};
-use crate::machine::Phase;
+use crate::machine::{Phase, StateMachine};
+use crate::merge_patch;
 use crate::next::Verdict;
 use crate::status::{MachineStatus, PhaseValue};
 use crate::step::Step;
 
 /// What a step decided.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan<P> {
+pub struct Plan<K: StateMachine> {
     /// Where the object stood.
-    pub position: Position<P>,
-    /// The status the object should have after the step.
-    pub status: MachineStatus<P>,
-    /// Whether `status` differs from the stored status (if not, nothing is written).
-    pub write: bool,
+    pub position: Position<K::Phase>,
+    /// The status the object should have after the step: the handler's fields and the
+    /// machine's.
+    pub status: K::Status,
+    /// The merge patch from the stored status to `status` (`None`: nothing to write).
+    pub patch: Option<Value>,
     /// The transition, if the phase changes (or is set for the first time).
-    pub transition: Option<Transition<P>>,
+    pub transition: Option<Transition<K::Phase>>,
     /// Transitions `before_transition` refused in this step: a due timeout, the handler's or a
     /// rule's move, or both.
-    pub vetoed: Vec<Veto<P>>,
+    pub vetoed: Vec<Veto<K::Phase>>,
     /// When to reconcile again (`None`: wait for a change). A vetoed timeout is not in it: the
     /// engine retries it with backoff.
     pub requeue: Option<Duration>,
+}
+
+impl<K: StateMachine> std::fmt::Debug for Plan<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("position", &self.position)
+            .field("status", &self.status)
+            .field("patch", &self.patch)
+            .field("transition", &self.transition)
+            .field("vetoed", &self.vetoed)
+            .field("requeue", &self.requeue)
+            .finish()
+    }
 }
 
 /// A transition `before_transition` refused.
@@ -46,10 +63,20 @@ pub struct Veto<P> {
     pub timeout: bool,
 }
 
-impl<P> Plan<P> {
+impl<K: StateMachine> Plan<K> {
     /// Whether the phase's due timeout was vetoed (the engine retries it with backoff).
     pub fn timeout_vetoed(&self) -> bool {
         self.vetoed.iter().any(|v| v.timeout)
+    }
+
+    /// The machine's fields of [`Plan::status`].
+    pub fn machine(&self) -> &MachineStatus<K::Phase> {
+        K::machine_in(&self.status)
+    }
+
+    /// Whether the step writes the status.
+    pub fn writes(&self) -> bool {
+        self.patch.is_some()
     }
 }
 
@@ -62,6 +89,9 @@ pub enum StepError<E: std::error::Error + 'static> {
     /// A handler chose a target the spec does not allow.
     #[error(transparent)]
     Illegal(#[from] IllegalTransition),
+    /// The status could not be encoded as JSON.
+    #[error("cannot encode the status: {0}")]
+    Encode(#[from] serde_json::Error),
 }
 
 /// Asks `before_transition` about `proposal`; a refusal is recorded in `vetoed`.
@@ -96,18 +126,19 @@ where
 
 /// Runs one step of `object` at `now`: a due timeout first; if there is none, or
 /// `before_transition` vetoes it, the phase handler and the `when` rules, as in any step.
+/// The handler reaches the cluster through `context`.
 pub async fn plan<K, H>(
     handler: &H,
     object: &K,
     now: Timestamp,
-) -> Result<Plan<K::Phase>, StepError<K::Error>>
+    context: &Arc<Context>,
+) -> Result<Plan<K>, StepError<K::Error>>
 where
-    K: Dispatch<H> + Resource,
+    K: Dispatch<H> + Resource<DynamicType = ()>,
 {
     let stored = object.machine_status();
     let position = Position::of(stored);
     let generation = object.meta().generation;
-    let mut conditions = stored.map(|s| s.conditions.clone()).unwrap_or_default();
     let phase = position.phase;
 
     let mut vetoed = Vec::new();
@@ -115,23 +146,32 @@ where
     if let Some(due) = decide::timeout_due(phase, position.entered_at, now) {
         proposal = ask(handler, object, phase, due, true, &mut vetoed).await?;
     }
+    let mut step = Step::<K>::new(object, now, context.clone());
     let mut handler_requeue = None;
     if proposal.is_none() && !phase.data().terminal {
-        let mut step = Step::<K>::new(conditions, generation, now);
         let choice = K::handle(handler, phase, object, &mut step)
             .await
             .map_err(StepError::Handler)?;
-        let requeue;
-        (conditions, requeue) = step.into_parts();
-        handler_requeue = requeue;
-        if let Some(chosen) = decide::choose(phase, choice, &conditions)? {
+        handler_requeue = step.requested_requeue();
+        if let Some(chosen) = decide::choose(phase, choice, step.conditions())? {
             proposal = ask(handler, object, phase, chosen, false, &mut vetoed).await?;
         }
     }
 
     let to = proposal.map(|(to, _)| to);
-    let status = decide::next_status(stored, &position, to, conditions, generation, now);
-    let write = decide::needs_write(stored, &status);
+    let (mut status, _) = step.into_parts();
+    let machine = K::machine_in_mut(&mut status);
+    let conditions = std::mem::take(&mut machine.conditions);
+    *machine = decide::next_status(stored, &position, to, conditions, generation, now);
+    let entered = machine
+        .last_phase_transition_time
+        .as_ref()
+        .map_or(now, |t| t.0);
+    let before = match object.status_of() {
+        Some(stored) => serde_json::to_value(stored)?,
+        None => Value::Object(serde_json::Map::new()),
+    };
+    let patch = merge_patch::diff(&before, &serde_json::to_value(&status)?);
     let transition = match proposal {
         Some((to, reason)) => Some(Transition {
             from: position.stored.clone(),
@@ -150,10 +190,6 @@ where
         None => None,
     };
     let new_phase = to.unwrap_or(phase);
-    let entered = status
-        .last_phase_transition_time
-        .as_ref()
-        .map_or(now, |t| t.0);
     let timeout_vetoed = to.is_none() && vetoed.iter().any(|v| v.timeout);
     let requeue = decide::requeue(
         new_phase,
@@ -164,7 +200,7 @@ where
     Ok(Plan {
         position,
         status,
-        write,
+        patch,
         transition,
         vetoed,
         requeue,

@@ -1,9 +1,11 @@
 //! Testing phase handlers as pure state functions, without a cluster: put an object in a
 //! phase, run one step (timeout, handler, `when` rules, hooks) exactly as the engine does, and
-//! assert the phase, conditions and requeue it leads to.
+//! assert the phase, conditions, status fields and requeue it leads to. A handler that reads
+//! children or sends requests gets them from a [`Context`] you build ([`step_in`]): caches
+//! filled with [`crate::cache::Cache::from_objects`], a client over a canned service.
 //!
 //! ```no_run
-//! # async fn demo<K: kube_fsm::Dispatch<H> + kube::Resource, H>(handler: H, object: K, phase: K::Phase) {
+//! # async fn demo<K: kube_fsm::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, phase: K::Phase) {
 //! use kube_fsm::testing;
 //! let object = testing::in_phase(object, phase);
 //! let outcome = testing::step(&handler, &object).await.expect("handler succeeds");
@@ -11,6 +13,7 @@
 //! # }
 //! ```
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -19,13 +22,14 @@ use kube::Resource;
 
 use crate::Dispatch;
 use crate::conditions::{status_of, truncate};
+use crate::context::Context;
 use crate::decide::Transition;
 use crate::machine::{ConditionType, StateMachine};
 use crate::status::{MachineStatus, PhaseValue};
 use crate::step_plan::{self, StepError, Veto};
 
 /// What one step did.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Outcome<K: StateMachine> {
     /// The phase after the step.
     pub phase: K::Phase,
@@ -37,19 +41,26 @@ pub struct Outcome<K: StateMachine> {
     pub requeue: Option<Duration>,
     /// Whether the engine would write the status.
     pub writes_status: bool,
-    /// The full status after the step.
-    pub status: MachineStatus<K::Phase>,
+    /// The merge patch the engine would write to the status (`None`: no write).
+    pub patch: Option<serde_json::Value>,
+    /// The full status after the step: the handler's fields and the machine's.
+    pub status: K::Status,
 }
 
 impl<K: StateMachine> Outcome<K> {
+    /// The machine's fields of the status after the step.
+    pub fn machine(&self) -> &MachineStatus<K::Phase> {
+        K::machine_in(&self.status)
+    }
+
     /// The status of a condition after the step (`None`: absent or Unknown).
     pub fn condition(&self, condition: K::Condition) -> Option<bool> {
-        status_of(&self.status.conditions, condition.as_str())
+        status_of(self.conditions(), condition.as_str())
     }
 
     /// The conditions after the step.
     pub fn conditions(&self) -> &[Condition] {
-        &self.status.conditions
+        &self.machine().conditions
     }
 }
 
@@ -67,25 +78,49 @@ pub fn in_phase_since<K: StateMachine>(mut object: K, phase: K::Phase, since: Ti
     object
 }
 
-/// Runs one step now.
+/// Runs one step now, with no cluster behind the step: the handler's requests through it fail
+/// with a message saying so, and it has no caches (use [`step_in`] for those).
 pub async fn step<K, H>(handler: &H, object: &K) -> Result<Outcome<K>, StepError<K::Error>>
 where
-    K: Dispatch<H> + Resource,
+    K: Dispatch<H> + Resource<DynamicType = ()>,
 {
     step_at(handler, object, Timestamp::now()).await
 }
 
-/// Runs one step at `now`.
+/// Runs one step at `now`, with no cluster behind the step (see [`step`]).
 pub async fn step_at<K, H>(
     handler: &H,
     object: &K,
     now: Timestamp,
 ) -> Result<Outcome<K>, StepError<K::Error>>
 where
-    K: Dispatch<H> + Resource,
+    K: Dispatch<H> + Resource<DynamicType = ()>,
 {
-    let plan = step_plan::plan(handler, object, now).await?;
-    let phase = match plan.status.phase {
+    step_in(handler, object, now, &no_cluster()).await
+}
+
+/// Runs one step at `now` through `context`: its caches and its client (e.g. a
+/// `kube::Client::new` over a `tower::service_fn` that answers as the test needs).
+///
+/// ```no_run
+/// # async fn demo<K: kube_fsm::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, client: kube::Client, children: Vec<k8s_openapi::api::core::v1::ConfigMap>) {
+/// use std::sync::Arc;
+/// use kube_fsm::{Context, cache::Cache, testing};
+/// let context = Arc::new(Context::new(client).with_cache(Cache::from_objects(children)));
+/// let outcome = testing::step_in(&handler, &object, k8s_openapi::jiff::Timestamp::now(), &context).await;
+/// # }
+/// ```
+pub async fn step_in<K, H>(
+    handler: &H,
+    object: &K,
+    now: Timestamp,
+    context: &Arc<Context>,
+) -> Result<Outcome<K>, StepError<K::Error>>
+where
+    K: Dispatch<H> + Resource<DynamicType = ()>,
+{
+    let plan = step_plan::plan(handler, object, now, context).await?;
+    let phase = match plan.machine().phase {
         Some(PhaseValue::Known(phase)) => phase,
         _ => plan.position.phase,
     };
@@ -94,12 +129,35 @@ where
         transition: plan.transition,
         vetoed: plan.vetoed,
         requeue: plan.requeue,
-        writes_status: plan.write,
+        writes_status: plan.patch.is_some(),
+        patch: plan.patch,
         status: plan.status,
     })
 }
 
+/// A context with no cluster behind it: no caches, and a client whose every request fails,
+/// saying that the test has no API server (to build a [`crate::Step`] by hand).
+pub fn no_cluster() -> Arc<Context> {
+    Arc::new(Context::new(offline()))
+}
+
+/// A client whose every request fails, saying that the test has no API server.
+fn offline() -> kube::Client {
+    let service = tower::service_fn(|request: http::Request<kube::client::Body>| {
+        let message = format!(
+            "{} {}: kube_fsm::testing::step has no API server; give the step a Context with a \
+             client and caches through testing::step_in",
+            request.method(),
+            request.uri().path()
+        );
+        std::future::ready(Err::<http::Response<kube::client::Body>, _>(
+            std::io::Error::other(message),
+        ))
+    });
+    kube::Client::new(service, "default")
+}
+
 /// Applies an outcome's status to the object, as the engine's write would, to chain steps.
 pub fn apply<K: StateMachine>(object: &mut K, outcome: &Outcome<K>) {
-    *object.machine_status_mut() = outcome.status.clone();
+    *object.status_of_mut() = outcome.status.clone();
 }

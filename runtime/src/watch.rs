@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::ObjectMeta;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -16,6 +16,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
+use crate::cache::Cache;
 use crate::health::Health;
 use crate::metrics::MachineMetrics;
 
@@ -165,6 +166,32 @@ where
         std::future::ready(event)
     });
     reflector(writer, events).applied_objects()
+}
+
+/// The objects of `api` as a trigger stream for kube's `Controller` (applied and deleted ones),
+/// kept in `cache` for handlers. `metadata.managedFields` is dropped from every cached object:
+/// it is most of an object's size and no handler needs it.
+pub(crate) fn cached<R>(
+    api: Api<R>,
+    config: watcher::Config,
+    cache: Arc<Cache<R>>,
+) -> impl Stream<Item = Result<R, watcher::Error>> + Send + 'static
+where
+    R: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    watcher(api, config)
+        .modify(|object| object.meta_mut().managed_fields = None)
+        .map_ok(move |event| {
+            cache.apply(&event);
+            event
+        })
+        .touched_objects()
 }
 
 #[cfg(test)]

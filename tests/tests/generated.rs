@@ -258,9 +258,9 @@ async fn handlers_dispatch_with_typed_moves() {
         },
     );
     let mut step = Step::<Database>::new(
-        Vec::new(),
-        Some(1),
+        &db,
         k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        kube_fsm::testing::no_cluster(),
     );
     let pending =
         <Database as Dispatch<Handlers>>::handle(&Handlers, DatabasePhase::Pending, &db, &mut step)

@@ -219,10 +219,10 @@ async fn a_phase_written_by_someone_else_does_not_inherit_the_previous_phases_cl
     let out = testing::step(&h, &object).await.unwrap();
     assert_eq!(out.phase, DatabasePhase::Provisioning, "no timeout yet");
     assert!(out.writes_status, "the new phase's clock is stamped");
-    let entered = out.status.last_phase_transition_time.as_ref().unwrap().0;
+    let entered = out.machine().last_phase_transition_time.as_ref().unwrap().0;
     assert!(Timestamp::now().duration_since(entered).as_secs() < 5);
     assert_eq!(
-        out.status.entered_phase,
+        out.machine().entered_phase,
         Some(kube_fsm::PhaseValue::Known(DatabasePhase::Provisioning))
     );
 }
