@@ -22,11 +22,10 @@ use crate::leader::LeaderElection;
 use crate::metrics::{MachineMetrics, Metrics};
 use crate::reconcile::{Engine, EngineConfig, Reconciled};
 use crate::scope::ScopedApi;
+use crate::sources::Sources;
 use crate::watch::{self, Lenient};
 
 type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
-
-type Wiring<K> = Box<dyn FnOnce(Controller<K>, &Client, Option<&str>) -> Controller<K> + Send>;
 
 /// Runs a state machine as a Kubernetes controller.
 ///
@@ -46,7 +45,7 @@ pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 's
     watcher: watcher::Config,
     concurrency: u16,
     config: EngineConfig,
-    wiring: Vec<Wiring<K>>,
+    sources: Sources<K>,
     shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
     metrics: Arc<MachineMetrics>,
     store: Arc<OnceLock<Store<K>>>,
@@ -82,7 +81,7 @@ where
             watcher: watcher::Config::default(),
             concurrency: 0,
             config: EngineConfig::default(),
-            wiring: Vec::new(),
+            sources: Sources::default(),
             shutdown: None,
             metrics: Arc::new(Metrics::default().for_machine::<K>(Arc::new(OnceLock::new()))),
             store: Arc::new(OnceLock::new()),
@@ -180,8 +179,8 @@ where
     /// lookup) and [`crate::Step::child`] (by name), and that [`crate::Step::apply`] compares
     /// against to skip writes that would change nothing. The cache holds whole objects without
     /// `metadata.managedFields`; narrow it with `config`'s label selector. Set the child's
-    /// owner with [`crate::Step::apply`] or [`owner_reference`]. One watch per kind: do not
-    /// also pass `C` to [`Operator::watches`].
+    /// owner with [`crate::Step::apply`] or [`owner_reference`]. A kind both owned and
+    /// watched ([`Operator::watches`]) has one watch, with the config of the first call.
     ///
     /// ```no_run
     /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
@@ -202,19 +201,15 @@ where
             + 'static,
         C::Scope: ScopedApi,
     {
-        let cache = self.caches.get_or_create::<C>();
-        self.wiring
-            .push(Box::new(move |controller, client, namespace| {
-                let api = C::Scope::api::<C>(client.clone(), namespace);
-                controller.owns_stream(watch::cached(api, config, cache))
-            }));
+        self.sources.owns::<C>(&self.caches, config);
         self
     }
 
     /// Reconcile the objects `mapper` names when a related object of type `R` changes (e.g.
     /// a shared ConfigMap of settings), and keep the objects of `R` in a cache that handlers
     /// read through [`crate::Step::cache`]. As for [`Operator::owns`], the cache holds whole
-    /// objects without `metadata.managedFields`. One watch per kind.
+    /// objects without `metadata.managedFields`. A kind both watched and owned has one watch,
+    /// with the config of the first call: give both the same selector.
     ///
     /// ```no_run
     /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
@@ -245,12 +240,8 @@ where
         I: IntoIterator<Item = ObjectRef<K>> + 'static,
         I::IntoIter: Send,
     {
-        let cache = self.caches.get_or_create::<R>();
-        self.wiring
-            .push(Box::new(move |controller, client, namespace| {
-                let api = R::Scope::api::<R>(client.clone(), namespace);
-                controller.watches_stream(watch::cached(api, config, cache), mapper)
-            }));
+        let mapper = Box::new(move |object: &R| mapper(object.clone()).into_iter().collect());
+        self.sources.watches::<R>(&self.caches, config, mapper);
         self
     }
 
@@ -352,9 +343,7 @@ where
         let mut controller = Controller::for_stream(objects, reader)
             .with_config(controller::Config::default().concurrency(self.concurrency))
             .trigger_backoff(ReconnectBackoff::new(self.config.reconnect_max));
-        for wire in self.wiring {
-            controller = wire(controller, &self.client, namespace);
-        }
+        controller = self.sources.wire(controller, &self.client, namespace);
         let _ = self.store.set(controller.store());
         let context = Arc::new(Context::with_manager(
             self.client,

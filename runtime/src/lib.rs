@@ -53,6 +53,7 @@ pub mod reconcile;
 mod repair;
 mod report;
 pub mod scope;
+mod sources;
 pub mod status;
 pub mod step;
 pub mod step_plan;

@@ -1,0 +1,211 @@
+//! The operator's watches of other kinds: one watch per kind, whether the kind is owned
+//! (its changes reconcile the owners), watched through mappers (its changes reconcile the
+//! objects a mapper names), or both. Each watch fills the kind's [`Cache`].
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::cache::Cache;
+use crate::context::Caches;
+use crate::scope::ScopedApi;
+use crate::watch;
+
+/// Names the objects of `K` to reconcile when an object of another kind changes.
+type Mapper<K, R> = Box<dyn Fn(&R) -> Vec<ObjectRef<K>> + Send + Sync>;
+
+/// Adds one kind's watch to a controller.
+type Wiring<K> = Box<dyn FnOnce(Controller<K>, &Client, Option<&str>) -> Controller<K> + Send>;
+
+/// What the operator asked of one kind `R`.
+struct Source<K: Resource, R> {
+    config: watcher::Config,
+    owners: bool,
+    mappers: Vec<Mapper<K, R>>,
+}
+
+/// A kind's watch both owned and mapped, or either.
+type Shared<K, R> = Arc<Mutex<Option<Source<K, R>>>>;
+
+/// The watches of the kinds related to `K`.
+pub(crate) struct Sources<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static> {
+    by_kind: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    wiring: Vec<Wiring<K>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static> Default for Sources<K> {
+    fn default() -> Self {
+        Sources {
+            by_kind: HashMap::new(),
+            wiring: Vec::new(),
+        }
+    }
+}
+
+impl<K> Sources<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    /// Reconcile the owners of `R`'s objects when they change.
+    pub(crate) fn owns<R>(&mut self, caches: &Caches, config: watcher::Config)
+    where
+        R: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        R::Scope: ScopedApi,
+    {
+        self.update::<R>(caches, config, |source| source.owners = true);
+    }
+
+    /// Reconcile what `mapper` names when an object of `R` changes.
+    pub(crate) fn watches<R>(
+        &mut self,
+        caches: &Caches,
+        config: watcher::Config,
+        mapper: Mapper<K, R>,
+    ) where
+        R: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        R::Scope: ScopedApi,
+    {
+        self.update::<R>(caches, config, |source| source.mappers.push(mapper));
+    }
+
+    /// Adds every watch to `controller`.
+    pub(crate) fn wire(
+        self,
+        mut controller: Controller<K>,
+        client: &Client,
+        namespace: Option<&str>,
+    ) -> Controller<K> {
+        for wire in self.wiring {
+            controller = wire(controller, client, namespace);
+        }
+        controller
+    }
+
+    /// The kind's source, created (with its watch) on first use; `config` of a later call for
+    /// the same kind is ignored, with a warning if it differs.
+    fn update<R>(
+        &mut self,
+        caches: &Caches,
+        config: watcher::Config,
+        change: impl FnOnce(&mut Source<K, R>),
+    ) where
+        R: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        R::Scope: ScopedApi,
+    {
+        let existing = self
+            .by_kind
+            .get(&TypeId::of::<R>())
+            .and_then(|any| any.downcast_ref::<Shared<K, R>>())
+            .cloned();
+        let shared = existing.unwrap_or_else(|| {
+            let shared: Shared<K, R> = Arc::new(Mutex::new(Some(Source {
+                config: config.clone(),
+                owners: false,
+                mappers: Vec::new(),
+            })));
+            self.by_kind
+                .insert(TypeId::of::<R>(), Box::new(shared.clone()));
+            self.wiring
+                .push(wiring(shared.clone(), caches.get_or_create::<R>()));
+            shared
+        });
+        let mut guard = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(source) = guard.as_mut() {
+            if source.config != config {
+                tracing::warn!(
+                    kind = %R::kind(&()),
+                    "one watch per kind: the watcher config of the first `owns`/`watches` of this kind is used"
+                );
+            }
+            change(source);
+        }
+    }
+}
+
+/// The wiring of one kind's watch: its cache, and one trigger for owners and mappers together.
+fn wiring<K, R>(shared: Shared<K, R>, cache: Arc<Cache<R>>) -> Wiring<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    R: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    R::Scope: ScopedApi,
+{
+    Box::new(
+        move |controller: Controller<K>, client: &Client, namespace| {
+            let taken = shared.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let Some(Source {
+                config,
+                owners,
+                mappers,
+            }) = taken
+            else {
+                return controller;
+            };
+            let api = R::Scope::api::<R>(client.clone(), namespace);
+            controller.watches_stream(
+                watch::cached(api, config, cache),
+                move |object: R| -> Vec<ObjectRef<K>> {
+                    let mut targets = if owners {
+                        owners_of::<K, R>(&object)
+                    } else {
+                        Vec::new()
+                    };
+                    for mapper in &mappers {
+                        targets.extend(mapper(&object));
+                    }
+                    targets
+                },
+            )
+        },
+    )
+}
+
+/// The objects of `K` among `object`'s ownerReferences.
+fn owners_of<K: Resource<DynamicType = ()>, R: Resource>(object: &R) -> Vec<ObjectRef<K>> {
+    let meta = object.meta();
+    meta.owner_references
+        .iter()
+        .flatten()
+        .filter_map(|owner| ObjectRef::from_owner_ref(meta.namespace.as_deref(), owner, ()))
+        .collect()
+}
