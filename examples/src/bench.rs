@@ -153,7 +153,7 @@ pub async fn run(options: BenchOptions) -> Result<ExitCode, BoxError> {
     let n = options.objects;
     let settle = Duration::from_secs(5);
     let version = client.apiserver_version().await?;
-    cluster::install_crd(&client).await?;
+    cluster::install_crd(&client, crate::database::crd()).await?;
     cluster::ensure_namespace(&client, ns).await?;
     // Probe the metrics endpoint before doing anything that would need cleaning up.
     Requests::scrape(&client).await.map_err(|err| {

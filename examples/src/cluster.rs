@@ -1,4 +1,4 @@
-//! Setting the stage on a cluster: the CRD, a namespace, the Database objects, and removing
+//! Setting the stage on a cluster: a CRD, a namespace, the Database objects, and removing
 //! them again.
 
 use std::time::Duration;
@@ -14,10 +14,12 @@ use kube::{Api, Client, ResourceExt};
 use crate::BoxError;
 use crate::database::{Database, DatabaseSpec, child_selector};
 
-/// Creates the Database CRD, or replaces it if it exists, and waits until it is Established.
-pub async fn install_crd(client: &Client) -> Result<(), BoxError> {
+/// Creates `crd`, or replaces it if it exists, and waits until it is Established.
+pub async fn install_crd(
+    client: &Client,
+    mut crd: CustomResourceDefinition,
+) -> Result<(), BoxError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crd = crate::database::crd();
     let name = crd.name_any();
     match crds.create(&PostParams::default(), &crd).await {
         Ok(_) => {}

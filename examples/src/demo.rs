@@ -34,7 +34,7 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
         "kube-fsm demo: {} Database objects in namespace {ns} (Kubernetes {}.{})",
         options.objects, server.major, server.minor
     );
-    cluster::install_crd(&client).await?;
+    cluster::install_crd(&client, crate::database::crd()).await?;
     cluster::ensure_namespace(&client, ns).await?;
     println!(
         "CRD databases.example.kube-fsm.dev is Established; starting the operator\n\

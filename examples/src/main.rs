@@ -1,10 +1,12 @@
-//! kube-fsm example operator: a `Database` custom resource driven by `specs/database.yaml`.
+//! kube-fsm example operators: a `Database` custom resource driven by `specs/database.yaml`,
+//! and the `RiskEngine` of a multi-tenant platform driven by `specs/riskengine.yaml`.
 //!
 //! ```text
 //! kube-fsm-examples crd                      print the CRD as YAML (with the CEL rules and columns)
 //! kube-fsm-examples diagram [--dot]          print the machine as Mermaid (or Graphviz DOT)
 //! kube-fsm-examples run [--namespace NS]     run the operator until Ctrl-C / SIGTERM
-//! kube-fsm-examples demo [--objects N] [--namespace NS] [--timeout SECS] [--keep]
+//! kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
+//!                        [--platform-namespace NS] [--timeout SECS] [--keep]
 //! kube-fsm-examples bench-scale [--objects N] [--namespace NS] [--idle SECS] [--timeout SECS]
 //!                               [--record FILE]
 //! ```
@@ -15,6 +17,8 @@ mod database;
 mod demo;
 mod metrics;
 mod operator;
+mod riskdemo;
+mod riskengine;
 mod serve;
 mod tracker;
 
@@ -39,10 +43,16 @@ usage:
       /metrics, /healthz and /readyz on ADDR (default 0.0.0.0:8080); with --leader-elect, only the
       replica holding the Lease kube-fsm-examples (in --lease-namespace, default the watched
       namespace or default; duration default 15 s) reconciles
-  kube-fsm-examples demo [--objects N] [--namespace NS] [--timeout SECS] [--keep]
-      install the CRD, create N Databases (default 5) in NS (default kube-fsm-demo), run the
-      operator in-process and print each phase transition; exit 0 once all are Running
-      (default timeout 60 s), after deleting them again (unless --keep)
+  kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
+                         [--platform-namespace NS] [--timeout SECS] [--keep]
+      database: install the CRD, create N Databases (default 5) in NS (default kube-fsm-demo),
+      run the operator in-process and print each phase transition; exit 0 once all are Running
+      (default timeout 60 s), after deleting them again (unless --keep).
+      riskengine: the multi-tenant RiskEngine operator in namespaces NS-tenant-a/b/c, its
+      version allow-list in --platform-namespace (default kube-fsm-platform): the API server
+      refuses an out-of-range timeoutSeconds, six engines reach Active, one off the allow-list
+      waits in Validating until the list admits it, and deletion cleans up every child.
+      all (the default): both, one after the other
   kube-fsm-examples bench-scale [--objects N] [--namespace NS] [--idle SECS] [--timeout SECS]
                                 [--record FILE]
       the scale run: N Databases (default 200) at once, then idle (default 30 s), then a
@@ -56,7 +66,7 @@ enum Command {
     Crd,
     Diagram { dot: bool },
     Run(operator::RunOptions),
-    Demo(demo::DemoOptions),
+    Demo(Vec<Demo>),
     Bench(bench::BenchOptions),
 }
 
@@ -145,14 +155,39 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
                 election,
             })
         }
-        "demo" => Command::Demo(demo::DemoOptions {
-            objects: usize::try_from(args.number("--objects", 5)?).map_err(|e| e.to_string())?,
-            namespace: args
+        "demo" => {
+            let example = args.value("--example")?.unwrap_or_else(|| "all".into());
+            let namespace = args
                 .value("--namespace")?
-                .unwrap_or_else(|| "kube-fsm-demo".into()),
-            timeout: Duration::from_secs(args.number("--timeout", 60)?),
-            keep: args.switch("--keep"),
-        }),
+                .unwrap_or_else(|| "kube-fsm-demo".into());
+            let timeout = Duration::from_secs(args.number("--timeout", 60)?);
+            let keep = args.switch("--keep");
+            let database = Demo::Database(demo::DemoOptions {
+                objects: usize::try_from(args.number("--objects", 5)?)
+                    .map_err(|e| e.to_string())?,
+                namespace: namespace.clone(),
+                timeout,
+                keep,
+            });
+            let riskengine = Demo::RiskEngine(riskdemo::RiskDemoOptions {
+                prefix: namespace,
+                platform_namespace: args
+                    .value("--platform-namespace")?
+                    .unwrap_or_else(|| "kube-fsm-platform".into()),
+                timeout,
+                keep,
+            });
+            Command::Demo(match example.as_str() {
+                "database" => vec![database],
+                "riskengine" => vec![riskengine],
+                "all" => vec![database, riskengine],
+                other => {
+                    return Err(format!(
+                        "--example takes database, riskengine or all, not {other:?}"
+                    ));
+                }
+            })
+        }
         "bench-scale" => Command::Bench(bench::BenchOptions {
             objects: usize::try_from(args.number("--objects", 200)?).map_err(|e| e.to_string())?,
             namespace: args
@@ -169,6 +204,26 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
     };
     args.done()?;
     Ok(command)
+}
+
+/// One demo of `demo`.
+enum Demo {
+    Database(demo::DemoOptions),
+    RiskEngine(riskdemo::RiskDemoOptions),
+}
+
+/// Runs the demos in turn; stops at the first that fails.
+async fn run_demos(demos: Vec<Demo>) -> Result<ExitCode, BoxError> {
+    for demo in demos {
+        let code = match demo {
+            Demo::Database(options) => demo::run(options).await?,
+            Demo::RiskEngine(options) => riskdemo::run(options).await?,
+        };
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn init_logging(default: &str) {
@@ -210,9 +265,9 @@ async fn main() -> ExitCode {
             init_logging("info");
             operator::run(options).await
         }
-        Command::Demo(options) => {
+        Command::Demo(demos) => {
             init_logging("warn");
-            demo::run(options).await
+            run_demos(demos).await
         }
         Command::Bench(options) => {
             init_logging("warn");
@@ -235,9 +290,16 @@ mod tests {
 
     #[test]
     fn parses_subcommands_and_defaults() {
-        let Ok(Command::Demo(demo)) = parse(args("demo --objects 7 --keep")) else {
+        let Ok(Command::Demo(demos)) = parse(args("demo --objects 7 --keep")) else {
             panic!("demo parses")
         };
+        let [Demo::Database(demo), Demo::RiskEngine(risk)] = demos.as_slice() else {
+            panic!("both demos by default")
+        };
+        assert_eq!(
+            (risk.prefix.as_str(), risk.platform_namespace.as_str()),
+            ("kube-fsm-demo", "kube-fsm-platform")
+        );
         assert_eq!(
             (demo.objects, demo.namespace.as_str(), demo.keep),
             (7, "kube-fsm-demo", true)

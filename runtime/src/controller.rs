@@ -245,6 +245,53 @@ where
         self
     }
 
+    /// Reconcile every object of `K` when an object of `R` for which `affects` holds changes
+    /// (a shared settings or allow-list object), and keep `R` in a cache as
+    /// [`Operator::watches`] does.
+    ///
+    /// ```no_run
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::runtime::watcher;
+    /// operator.watches_all::<ConfigMap>(
+    ///     watcher::Config::default().labels("app.kubernetes.io/part-of=riskengine"),
+    ///     |settings| settings.metadata.name.as_deref() == Some("allowed-versions"),
+    /// )
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches_all<R>(
+        mut self,
+        config: watcher::Config,
+        affects: impl Fn(&R) -> bool + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        R::Scope: ScopedApi,
+    {
+        let objects = self.store.clone();
+        let mapper = Box::new(move |object: &R| {
+            if !affects(object) {
+                return Vec::new();
+            }
+            objects.get().map_or_else(Vec::new, |store| {
+                store
+                    .state()
+                    .iter()
+                    .map(|o| ObjectRef::from_obj(o.as_ref()))
+                    .collect()
+            })
+        });
+        self.sources.watches::<R>(&self.caches, config, mapper);
+        self
+    }
+
     /// Adds an index to the cache of `R` (wired with [`Operator::owns`] or
     /// [`Operator::watches`]), as controller-runtime's field indexers: `keys` says under
     /// which keys an object is found, and handlers look them up with
