@@ -11,6 +11,16 @@ use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
 
+/// What a cached resource type needs.
+pub trait Cached: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {}
+
+impl<R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cached for R {}
+
+/// What a watched resource type needs: cached, and decoded from the API server's answers.
+pub trait Watched: Cached + serde::de::DeserializeOwned + fmt::Debug {}
+
+impl<R: Cached + serde::de::DeserializeOwned + fmt::Debug> Watched for R {}
+
 /// The index of every cache by the UIDs of an object's ownerReferences.
 pub const OWNER_INDEX: &str = "kube-fsm/owner-uid";
 
@@ -220,6 +230,14 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
 
     /// The objects an index holds under `key`, e.g. the objects owned by a UID under
     /// [`OWNER_INDEX`]. Empty for an index that was never added.
+    ///
+    /// ```no_run
+    /// # fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::ContextError> {
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// // declared with `Operator::index::<Secret>("type", |s| s.type_.clone().into_iter().collect())`
+    /// let tls = step.cache::<Secret>()?.indexed("type", "kubernetes.io/tls");
+    /// # Ok(()) }
+    /// ```
     pub fn indexed(&self, index: &str, key: &str) -> Vec<Arc<R>> {
         let indexes = self.indexes.read().unwrap_or_else(PoisonError::into_inner);
         let Some(index) = indexes.get(index) else {

@@ -8,10 +8,9 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Cached, Watched};
 use crate::context::ContextError;
 use crate::machine::StateMachine;
 use crate::scope::ScopedApi;
@@ -33,11 +32,6 @@ impl<C> Applied<C> {
     }
 }
 
-/// What a cached resource type needs.
-pub trait Cached: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {}
-
-impl<R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cached for R {}
-
 impl<K: StateMachine> Step<K> {
     /// The operator's client.
     pub fn client(&self) -> &Client {
@@ -46,6 +40,13 @@ impl<K: StateMachine> Step<K> {
 
     /// An `Api` of `R` in the object's namespace (all objects for cluster-scoped kinds, or
     /// for a cluster-scoped object).
+    ///
+    /// ```no_run
+    /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube::Error> {
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// let pods = step.api::<Pod>().list(&Default::default()).await?; // a request: prefer the cache
+    /// # Ok(()) }
+    /// ```
     pub fn api<R>(&self) -> Api<R>
     where
         R: Resource<DynamicType = ()>,
@@ -108,7 +109,7 @@ impl<K: StateMachine> Step<K> {
     /// ```
     pub async fn apply<C>(&self, mut child: C) -> Result<Applied<C>, ContextError>
     where
-        C: Cached + Serialize + DeserializeOwned + std::fmt::Debug,
+        C: Watched + Serialize,
         C::Scope: ScopedApi,
     {
         let owner = self.object.as_owner.clone().ok_or(ContextError::NoOwner)?;
@@ -142,9 +143,16 @@ impl<K: StateMachine> Step<K> {
 
     /// Deletes the object `name` of `C` in the object's namespace (in the background: its own
     /// dependents follow), and drops it from the cache at once. Returns whether it existed.
+    ///
+    /// ```no_run
+    /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::ContextError> {
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// let existed = step.delete::<Secret>("db-credentials").await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn delete<C>(&self, name: &str) -> Result<bool, ContextError>
     where
-        C: Cached + DeserializeOwned + std::fmt::Debug,
+        C: Watched,
         C::Scope: ScopedApi,
     {
         match self

@@ -9,10 +9,10 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::{Client, Resource};
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Cached};
 
 /// The reporter and field manager a [`Context`] made by [`Context::new`] uses.
 pub const DEFAULT_MANAGER: &str = "kube-fsm";
@@ -95,10 +95,7 @@ impl Context {
 
     /// Adds (or replaces) the cache of `R`.
     #[must_use]
-    pub fn with_cache<R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static>(
-        self,
-        cache: Cache<R>,
-    ) -> Self {
+    pub fn with_cache<R: Cached>(self, cache: Cache<R>) -> Self {
         self.caches.insert(Arc::new(cache));
         self
     }
@@ -123,9 +120,7 @@ impl Context {
     }
 
     /// The cache of `R`, if the operator watches it.
-    pub fn cache<R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static>(
-        &self,
-    ) -> Result<Arc<Cache<R>>, ContextError> {
+    pub fn cache<R: Cached>(&self) -> Result<Arc<Cache<R>>, ContextError> {
         self.caches
             .get::<R>()
             .ok_or_else(|| ContextError::NotCached {
@@ -140,7 +135,7 @@ trait Erased: Send + Sync {
     fn ready(&self) -> BoxFuture<'_, ()>;
 }
 
-impl<R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Erased for Cache<R> {
+impl<R: Cached> Erased for Cache<R> {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
     }
@@ -173,19 +168,14 @@ impl Caches {
             .collect()
     }
 
-    pub(crate) fn insert<R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static>(
-        &self,
-        cache: Arc<Cache<R>>,
-    ) {
+    pub(crate) fn insert<R: Cached>(&self, cache: Arc<Cache<R>>) {
         self.0
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(TypeId::of::<R>(), (R::kind(&()).into_owned(), cache));
     }
 
-    pub(crate) fn get<R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static>(
-        &self,
-    ) -> Option<Arc<Cache<R>>> {
+    pub(crate) fn get<R: Cached>(&self) -> Option<Arc<Cache<R>>> {
         let (_, erased) = self
             .0
             .read()
@@ -196,9 +186,7 @@ impl Caches {
     }
 
     /// The cache of `R`, created empty if there is none yet.
-    pub(crate) fn get_or_create<R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static>(
-        &self,
-    ) -> Arc<Cache<R>> {
+    pub(crate) fn get_or_create<R: Cached>(&self) -> Arc<Cache<R>> {
         if let Some(cache) = self.get::<R>() {
             return cache;
         }

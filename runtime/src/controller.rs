@@ -13,9 +13,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, controller, watcher};
 use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
 
 use crate::backoff::Backoff;
+use crate::cache::{Cached, Watched};
 use crate::context::{Caches, Context};
 use crate::health::{Health, ReconnectBackoff};
 use crate::leader::LeaderElection;
@@ -192,13 +192,7 @@ where
     #[must_use]
     pub fn owns<C>(mut self, config: watcher::Config) -> Self
     where
-        C: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        C: Watched,
         C::Scope: ScopedApi,
     {
         self.sources.owns::<C>(&self.caches, config);
@@ -229,13 +223,7 @@ where
         mapper: impl Fn(R) -> I + Send + Sync + 'static,
     ) -> Self
     where
-        R: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        R: Watched,
         R::Scope: ScopedApi,
         I: IntoIterator<Item = ObjectRef<K>> + 'static,
         I::IntoIter: Send,
@@ -266,13 +254,7 @@ where
         affects: impl Fn(&R) -> bool + Send + Sync + 'static,
     ) -> Self
     where
-        R: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        R: Watched,
         R::Scope: ScopedApi,
     {
         let objects = self.store.clone();
@@ -310,7 +292,7 @@ where
         keys: impl Fn(&R) -> Vec<String> + Send + Sync + 'static,
     ) -> Self
     where
-        R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+        R: Cached,
     {
         self.caches
             .get_or_create::<R>()

@@ -9,9 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Watched};
 use crate::context::Caches;
 use crate::scope::ScopedApi;
 use crate::watch;
@@ -49,24 +48,12 @@ impl<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static> Default 
 
 impl<K> Sources<K>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     /// Reconcile the owners of `R`'s objects when they change.
     pub(crate) fn owns<R>(&mut self, caches: &Caches, config: watcher::Config)
     where
-        R: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        R: Watched,
         R::Scope: ScopedApi,
     {
         self.update::<R>(caches, config, |source| source.owners = true);
@@ -79,13 +66,7 @@ where
         config: watcher::Config,
         mapper: Mapper<K, R>,
     ) where
-        R: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        R: Watched,
         R::Scope: ScopedApi,
     {
         self.update::<R>(caches, config, |source| source.mappers.push(mapper));
@@ -112,13 +93,7 @@ where
         config: watcher::Config,
         change: impl FnOnce(&mut Source<K, R>),
     ) where
-        R: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        R: Watched,
         R::Scope: ScopedApi,
     {
         let existing = self
@@ -154,20 +129,8 @@ where
 /// The wiring of one kind's watch: its cache, and one trigger for owners and mappers together.
 fn wiring<K, R>(shared: Shared<K, R>, cache: Arc<Cache<R>>) -> Wiring<K>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-    R: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
+    R: Watched,
     R::Scope: ScopedApi,
 {
     Box::new(

@@ -78,6 +78,28 @@ impl<K: StateMachine> Step<K> {
     /// stored (also those another writer set). The machine's fields in it belong to the
     /// engine: it overwrites `phase`, `observedGeneration` and the entry time after the step;
     /// set conditions with [`Step::set_condition`].
+    ///
+    /// ```no_run
+    /// # use kube::CustomResource;
+    /// # use kube_fsm::{MachineStatus, Step, state_machine};
+    /// # use schemars::JsonSchema;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[state_machine(phases(Pending(initial), Ready(terminal)), transitions(Pending -> Ready))]
+    /// # #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
+    /// # #[kube(group = "example.com", version = "v1", kind = "Db", namespaced, status = "DbStatus")]
+    /// # pub struct DbSpec {}
+    /// #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// pub struct DbStatus {
+    ///     #[serde(flatten)]
+    ///     pub machine: MachineStatus<DbPhase>,
+    ///     #[serde(default, skip_serializing_if = "Option::is_none")]
+    ///     pub endpoint: Option<String>,
+    /// }
+    /// # fn demo(step: &mut Step<Db>) {
+    /// step.status_mut().endpoint = Some("db.tenant-a.svc:5432".into()); // written with the phase
+    /// step.status_mut().endpoint = None; // or removed from the stored status
+    /// # }
+    /// ```
     pub fn status_mut(&mut self) -> &mut K::Status {
         &mut self.status
     }

@@ -16,7 +16,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Watched};
 use crate::health::Health;
 use crate::metrics::MachineMetrics;
 
@@ -142,13 +142,7 @@ pub(crate) fn objects<K>(
     health: Health,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let reporter = Reporter {
         metrics,
@@ -177,13 +171,7 @@ pub(crate) fn cached<R>(
     cache: Arc<Cache<R>>,
 ) -> impl Stream<Item = Result<R, watcher::Error>> + Send + 'static
 where
-    R: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    R: Watched,
 {
     watcher(api, config)
         .modify(|object| object.meta_mut().managed_fields = None)
