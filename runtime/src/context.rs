@@ -132,12 +132,16 @@ impl Context {
 /// A cache with its type erased.
 trait Erased: Send + Sync {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+    fn is_ready(&self) -> bool;
     fn ready(&self) -> BoxFuture<'_, ()>;
 }
 
 impl<R: Cached> Erased for Cache<R> {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
+    }
+    fn is_ready(&self) -> bool {
+        Cache::is_ready(self)
     }
     fn ready(&self) -> BoxFuture<'_, ()> {
         Box::pin(Cache::ready(self))
@@ -199,7 +203,7 @@ impl Caches {
     /// kinds still waiting.
     pub(crate) async fn ready(&self, patience: Duration) -> Result<(), ContextError> {
         for (kind, cache) in self.entries() {
-            if tokio::time::timeout(patience, cache.ready()).await.is_err() {
+            if !cache.is_ready() && tokio::time::timeout(patience, cache.ready()).await.is_err() {
                 return Err(ContextError::NotSynced { kind });
             }
         }
