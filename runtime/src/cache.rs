@@ -208,7 +208,7 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
     /// Puts an object this operator just wrote into the cache, before its watch event comes,
     /// so the next step reads its own write.
     pub(crate) fn remember(&self, mut object: R) {
-        object.meta_mut().managed_fields = None;
+        crate::watch::slim(object.meta_mut());
         self.apply(&watcher::Event::Apply(object));
     }
 

@@ -20,7 +20,7 @@ use crate::context::{Caches, Context};
 use crate::health::{Health, ReconnectBackoff};
 use crate::leader::LeaderElection;
 use crate::metrics::{MachineMetrics, Metrics};
-use crate::reconcile::{Engine, EngineConfig, Reconciled};
+use crate::reconcile::{Engine, EngineConfig, Events, Reconciled};
 use crate::scope::ScopedApi;
 use crate::sources::Sources;
 use crate::watch::{self, Lenient};
@@ -130,6 +130,13 @@ where
     #[must_use]
     pub fn reporter(mut self, name: impl Into<String>) -> Self {
         self.config.reporter = name.into();
+        self
+    }
+
+    /// Which of the engine's own Events to record (default [`Events::All`]; see [`Events`]).
+    #[must_use]
+    pub fn events(mut self, events: Events) -> Self {
+        self.config.events = events;
         self
     }
 

@@ -73,6 +73,7 @@ pub use kube_fsm_macros::state_machine;
 pub use leader::LeaderElection;
 pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, RetiredData, StateMachine};
 pub use next::{Choice, Cleanup, Next, Verdict};
+pub use reconcile::Events;
 pub use status::{MachineStatus, PhaseValue};
 pub use step::Step;
 

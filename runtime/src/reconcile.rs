@@ -126,6 +126,23 @@ pub struct EngineConfig {
     /// The longest wait before a watch reconnects, and before an object whose reconcile failed
     /// for want of a connection (transport errors, 429, 5xx) is retried.
     pub reconnect_max: Duration,
+    /// Which of the engine's own Kubernetes Events are recorded.
+    pub events: Events,
+}
+
+/// Which of the engine's own Kubernetes Events (transitions, vetoes, drift, failures) are
+/// recorded. Each is a request to the API server: at thousands of objects, `Warnings` keeps
+/// what needs a human and drops one write per transition. Events a handler publishes through
+/// its step are not affected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Events {
+    /// Every Event: Normal ones (transitions, migrations) and Warnings (the default).
+    #[default]
+    All,
+    /// Warning Events only (vetoes, drift, failed reconciles, held objects).
+    Warnings,
+    /// None.
+    Off,
 }
 
 impl Default for EngineConfig {
@@ -136,6 +153,7 @@ impl Default for EngineConfig {
             reporter: "kube-fsm".into(),
             field_manager: "kube-fsm".into(),
             reconnect_max: Duration::from_secs(30),
+            events: Events::All,
         }
     }
 }

@@ -10,7 +10,7 @@ use kube::runtime::events::{Event, EventType};
 
 use crate::decide::Transition;
 use crate::machine::Phase;
-use crate::reconcile::{Engine, ReconcileError, Reconciled};
+use crate::reconcile::{Engine, Events, ReconcileError, Reconciled};
 use crate::scope::ScopedApi;
 use crate::status::PhaseValue;
 use crate::step_plan::Plan;
@@ -123,7 +123,8 @@ where
         Ok(())
     }
 
-    /// Publishes an Event; a failure to record it is logged, never fatal. kube's Recorder
+    /// Publishes an Event, if the configured [`Events`] policy wants it; a failure to record
+    /// it is logged, never fatal. kube's Recorder
     /// folds repeats of the same (type, reason, action) into one series, so `action` names
     /// what happened (e.g. `RunningToDegraded`), keeping different transitions apart.
     pub(crate) async fn event(
@@ -134,6 +135,14 @@ where
         action: String,
         note: String,
     ) {
+        let wanted = match self.config.events {
+            Events::All => true,
+            Events::Warnings => type_ == EventType::Warning,
+            Events::Off => false,
+        };
+        if !wanted {
+            return;
+        }
         let event = Event {
             type_,
             reason: reason.to_owned(),

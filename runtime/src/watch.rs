@@ -2,7 +2,9 @@
 //! body does not decode as `K` (a status written by an older version, a field the schema let
 //! through) is reported and skipped instead of failing the list page, and with it every other
 //! object of the watch. Its events tell [`Health`] that the API server answers; its errors go
-//! to the controller, which backs off and reports them (see [`crate::health`]).
+//! to the controller, which backs off and reports them (see [`crate::health`]). Every watched
+//! object, the controller's own kind and the kinds handlers read, is cached without
+//! `managedFields` and kubectl's last-applied annotation (see [`slim`]).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -114,11 +116,17 @@ impl Reporter {
     }
 }
 
-/// Maps one watch event of lenient objects to an event of `K`, reporting (and leaving out)
-/// undecodable ones. A deletion of an undecodable object is dropped: the next relist forgets it.
-fn decoded<K>(event: watcher::Event<Lenient<K>>, reporter: &Reporter) -> Option<watcher::Event<K>> {
+/// Maps one watch event of lenient objects to an event of `K`, slimmed (see [`slim`]),
+/// reporting (and leaving out) undecodable ones. A deletion of an undecodable object is dropped: the next relist forgets it.
+fn decoded<K: Resource>(
+    event: watcher::Event<Lenient<K>>,
+    reporter: &Reporter,
+) -> Option<watcher::Event<K>> {
     let decode = |object: Lenient<K>| match object {
-        Lenient::Decoded(object) => Some(object),
+        Lenient::Decoded(mut object) => {
+            slim(object.meta_mut());
+            Some(object)
+        }
         Lenient::Undecodable { meta, error } => {
             reporter.report(&meta, &error);
             None
@@ -162,9 +170,23 @@ where
     reflector(writer, events).applied_objects()
 }
 
+/// The annotation `kubectl apply` keeps a whole copy of the object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what makes up most of a cached object's size and no controller reads:
+/// `metadata.managedFields` and kubectl's last-applied copy of the object.
+pub(crate) fn slim(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
+}
+
 /// The objects of `api` as a trigger stream for kube's `Controller` (applied and deleted ones),
-/// kept in `cache` for handlers. `metadata.managedFields` is dropped from every cached object:
-/// it is most of an object's size and no handler needs it.
+/// kept in `cache` for handlers, slimmed (see [`slim`]).
 pub(crate) fn cached<R>(
     api: Api<R>,
     config: watcher::Config,
@@ -174,7 +196,7 @@ where
     R: Watched,
 {
     watcher(api, config)
-        .modify(|object| object.meta_mut().managed_fields = None)
+        .modify(|object| slim(object.meta_mut()))
         .map_ok(move |event| {
             cache.apply(&event);
             event
@@ -187,6 +209,31 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
 
     use super::*;
+
+    #[test]
+    fn slim_drops_managed_fields_and_the_last_applied_copy_only() {
+        let mut meta: ObjectMeta = serde_json::from_value(serde_json::json!({
+            "name": "cm",
+            "managedFields": [{ "manager": "kubectl", "operation": "Apply" }],
+            "annotations": { LAST_APPLIED: "{...}", "team": "risk" },
+        }))
+        .expect("decodes");
+        slim(&mut meta);
+        assert_eq!(meta.managed_fields, None);
+        assert_eq!(
+            meta.annotations,
+            Some(std::collections::BTreeMap::from([(
+                "team".into(),
+                "risk".into()
+            )]))
+        );
+        let mut only_last_applied = ObjectMeta {
+            annotations: Some([(LAST_APPLIED.to_owned(), "{}".to_owned())].into()),
+            ..ObjectMeta::default()
+        };
+        slim(&mut only_last_applied);
+        assert_eq!(only_last_applied.annotations, None);
+    }
 
     #[test]
     fn an_object_that_does_not_decode_keeps_its_metadata_and_the_reason() {

@@ -182,16 +182,33 @@ where
         .expect("hand edit");
 }
 
-/// The Events in `ns` with `reason`.
+/// The reasons of every Event in `ns`.
 ///
 /// # Panics
 /// When they cannot be listed.
-pub async fn events(client: &Client, ns: &str, reason: &str) -> Vec<Event> {
+pub async fn all_events(client: &Client, ns: &str) -> Vec<String> {
+    list_events(client, ns)
+        .await
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+async fn list_events(client: &Client, ns: &str) -> Vec<Event> {
     Api::<Event>::namespaced(client.clone(), ns)
         .list(&kube::api::ListParams::default())
         .await
         .expect("list events")
         .items
+}
+
+/// The Events in `ns` with `reason`.
+///
+/// # Panics
+/// When they cannot be listed.
+pub async fn events(client: &Client, ns: &str, reason: &str) -> Vec<Event> {
+    list_events(client, ns)
+        .await
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some(reason))
         .collect()

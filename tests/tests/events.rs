@@ -1,0 +1,69 @@
+//! The engine's Events policy on the real API server: `Events::Warnings` records what needs a
+//! human (drift) and no transitions; `Events::Off` records nothing.
+
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::PostParams;
+use kube_fsm::Events;
+use kube_fsm_tests::cluster::{self, eventually, hand_edit, wait_phase};
+use kube_fsm_tests::handlers::Databases;
+use kube_fsm_tests::metrics::Recorded;
+use kube_fsm_tests::operator::{self, Running};
+use kube_fsm_tests::resources::Database;
+use serde_json::json;
+
+/// Runs a Database to Running under `policy`, then hand-edits its phase to one that is not a
+/// successor (drift, reported as a Warning); returns the reasons of the Events recorded.
+async fn reasons_under(policy: Events, test: &str, prefix: &str) -> Option<Vec<String>> {
+    let (client, ns) = cluster::prepare(test, prefix).await?;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let recorded = Recorded::default();
+    let operator = Running::spawn(
+        operator::in_namespace::<Database, _>(&client, &ns, Databases)
+            .events(policy)
+            .metrics(recorded.metrics()),
+    );
+    api.create(&PostParams::default(), &Database::sample("db"))
+        .await
+        .expect("create");
+    wait_phase(&api, "db", "Running").await;
+    hand_edit(&api, "db", json!({ "phase": "Provisioning" })).await;
+    eventually(Duration::from_secs(10), || async {
+        (recorded.sum("kube_fsm_drift_total", "") >= 1.0).then_some(())
+    })
+    .await
+    .expect("the drift is seen");
+    // Events are published before the reconcile ends; give a late one a moment anyway.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let events = cluster::all_events(&client, &ns).await;
+    operator.stop().await;
+    Some(events)
+}
+
+#[tokio::test]
+async fn warnings_only_records_drift_but_no_transitions() {
+    let Some(reasons) = reasons_under(
+        Events::Warnings,
+        "warnings_only_records_drift",
+        "fsm-ev-warn",
+    )
+    .await
+    else {
+        return;
+    };
+    assert!(reasons.iter().any(|r| r == "PhaseDrift"), "{reasons:?}");
+    assert!(
+        !reasons.iter().any(|r| r == "Accept" || r == "PhaseChanged"),
+        "no Normal transition Events: {reasons:?}"
+    );
+}
+
+#[tokio::test]
+async fn off_records_no_event() {
+    let Some(reasons) = reasons_under(Events::Off, "off_records_no_event", "fsm-ev-off").await
+    else {
+        return;
+    };
+    assert!(reasons.is_empty(), "{reasons:?}");
+}
