@@ -460,18 +460,18 @@ async fn phase_timeouts_fire() {
     })
     .await;
     assert!(expired.is_some(), "Waiting timed out to Expired");
-    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    let reasons: Vec<String> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect();
+    // The transition's Event is recorded after the status write the poll above may see first.
+    let recorded = eventually(Duration::from_secs(10), || async {
+        let reasons = cluster::all_events(&client, &ns).await;
+        reasons
+            .contains(&"WaitingTimedOut".to_owned())
+            .then_some(())
+    })
+    .await;
     assert!(
-        reasons.contains(&"WaitingTimedOut".to_owned()),
-        "{reasons:?}"
+        recorded.is_some(),
+        "{:?}",
+        cluster::all_events(&client, &ns).await
     );
     operator.stop().await;
 }
