@@ -4,7 +4,8 @@
 //! ```text
 //! kube-fsm-examples crd                      print the CRD as YAML (with the CEL rules and columns)
 //! kube-fsm-examples diagram [--dot]          print the machine as Mermaid (or Graphviz DOT)
-//! kube-fsm-examples run [--namespace NS]     run the operator until Ctrl-C / SIGTERM
+//! kube-fsm-examples run [--namespace NS] [--events all|warnings|off]
+//!                                            run the operator until Ctrl-C / SIGTERM
 //! kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
 //!                        [--platform-namespace NS] [--timeout SECS] [--keep]
 //! kube-fsm-examples bench-scale [--objects N] [--namespace NS] [--idle SECS] [--timeout SECS]
@@ -37,12 +38,14 @@ usage:
       rules on status.phase and the Phase, Ready and Age columns (kubectl apply -f -)
   kube-fsm-examples diagram [--dot]
       print the Database state machine as a Mermaid state diagram (or Graphviz DOT)
-  kube-fsm-examples run [--namespace NS] [--metrics-addr ADDR] [--leader-elect [--identity ID]
-                        [--lease-namespace NS] [--lease-duration SECS]]
+  kube-fsm-examples run [--namespace NS] [--metrics-addr ADDR] [--events all|warnings|off]
+                        [--leader-elect [--identity ID] [--lease-namespace NS]
+                        [--lease-duration SECS]]
       run the operator (all namespaces by default) until Ctrl-C or SIGTERM, serving
       /metrics, /healthz and /readyz on ADDR (default 0.0.0.0:8080); with --leader-elect, only the
       replica holding the Lease kube-fsm-examples (in --lease-namespace, default the watched
-      namespace or default; duration default 15 s) reconciles
+      namespace or default; duration default 15 s) reconciles; --events: which of the engine's
+      Events to record (default all)
   kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
                          [--platform-namespace NS] [--timeout SECS] [--keep]
       database: install the CRD, create N Databases (default 5) in NS (default kube-fsm-demo),
@@ -149,10 +152,21 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
                     None => election,
                 }
             });
+            let events = match args.value("--events")?.as_deref() {
+                None | Some("all") => kube_fsm::Events::All,
+                Some("warnings") => kube_fsm::Events::Warnings,
+                Some("off") => kube_fsm::Events::Off,
+                Some(other) => {
+                    return Err(format!(
+                        "--events takes all, warnings or off, not {other:?}"
+                    ));
+                }
+            };
             Command::Run(operator::RunOptions {
                 namespace,
                 metrics_addr,
                 election,
+                events,
             })
         }
         "demo" => {

@@ -76,6 +76,8 @@ pub struct RunOptions {
     pub metrics_addr: SocketAddr,
     /// Reconcile only while holding this Lease.
     pub election: Option<LeaderElection>,
+    /// Which of the engine's Events to record.
+    pub events: kube_fsm::Events,
 }
 
 /// `run`: the operator as it would run in a cluster, until Ctrl-C or SIGTERM (or, with leader
@@ -86,7 +88,9 @@ pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
     let mut registry = Registry::default();
     let metrics = kube_fsm::metrics::Metrics::default();
     metrics.register(&mut registry);
-    let mut operator = operator(client, handlers, options.namespace.as_deref()).metrics(&metrics);
+    let mut operator = operator(client, handlers, options.namespace.as_deref())
+        .metrics(&metrics)
+        .events(options.events);
     let (addr, _server) =
         crate::serve::metrics(options.metrics_addr, registry, operator.health()).await?;
     tracing::info!(

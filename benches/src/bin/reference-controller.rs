@@ -1,0 +1,224 @@
+//! The hand-written reference of the scale run (`scale`): the example's Database job done with
+//! plain kube-rs 5 and no kube-fsm — no Events, no finalizer, no conditions — so that every
+//! figure of kube-fsm's operator is a ratio against the same job done by hand in one run.
+//!
+//! Pending (no phase) → `Provisioning`; Provisioning → server-side apply of the child ConfigMap
+//! (skipped when the cached child holds the data) and `Running` with `status.endpoint`; Running
+//! → nothing while the child is cached. Status writes are made only when the status changes,
+//! locked on the resourceVersion read, and a stale-cache guard skips an object whose cached copy
+//! is older than this controller's last write of it (two status writes and one child write per
+//! object, as kube-fsm's).
+//!
+//! `reference-controller` runs until SIGTERM or Ctrl-C, on every namespace, with the cluster of
+//! `KUBECONFIG`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, CustomResource, Resource, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The example's Database, declared by hand (same group, version, kind and fields).
+#[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "example.kube-fsm.dev",
+    version = "v1",
+    kind = "Database",
+    namespaced,
+    status = "DatabaseStatus"
+)]
+struct DatabaseSpec {
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    replicas: u32,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct DatabaseStatus {
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default)]
+    endpoint: Option<String>,
+}
+
+const MANAGER: &str = "reference-controller";
+
+struct State {
+    client: Client,
+    children: Store<ConfigMap>,
+    /// The resourceVersion of this controller's last status write, per object.
+    written: Mutex<HashMap<String, u64>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+struct Error(#[from] kube::Error);
+
+fn version_of<K: Resource>(object: &K) -> u64 {
+    object
+        .meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn endpoint(db: &Database) -> String {
+    format!(
+        "{}.{}.svc:5432",
+        db.name_any(),
+        db.namespace().unwrap_or_default()
+    )
+}
+
+fn child(db: &Database) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(db.name_any()),
+            namespace: db.namespace(),
+            labels: Some(BTreeMap::from([(
+                "app.kubernetes.io/managed-by".to_owned(),
+                "kube-fsm-examples".to_owned(),
+            )])),
+            owner_references: db.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([
+            ("version".to_owned(), db.spec.version.clone()),
+            ("replicas".to_owned(), db.spec.replicas.to_string()),
+            ("endpoint".to_owned(), endpoint(db)),
+        ])),
+        ..ConfigMap::default()
+    }
+}
+
+async fn write_status(
+    state: &State,
+    api: &Api<Database>,
+    db: &Database,
+    status: serde_json::Value,
+) -> Result<(), Error> {
+    let patch = json!({
+        "metadata": { "resourceVersion": db.resource_version() },
+        "status": status,
+    });
+    let params = PatchParams::default();
+    match api
+        .patch_status(&db.name_any(), &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(written) => {
+            let key = format!("{}/{}", db.namespace().unwrap_or_default(), db.name_any());
+            state
+                .written
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key, version_of(&written));
+            Ok(())
+        }
+        // Someone wrote meanwhile: their event brings the object back.
+        Err(kube::Error::Api(status)) if status.is_conflict() || status.is_not_found() => Ok(()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+async fn reconcile(db: Arc<Database>, state: Arc<State>) -> Result<Action, Error> {
+    let key = format!("{}/{}", db.namespace().unwrap_or_default(), db.name_any());
+    let last = state
+        .written
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+        .copied();
+    if last.is_some_and(|last| version_of(db.as_ref()) < last) {
+        return Ok(Action::await_change());
+    }
+    let api: Api<Database> =
+        Api::namespaced(state.client.clone(), &db.namespace().unwrap_or_default());
+    let phase = db.status.as_ref().and_then(|s| s.phase.as_deref());
+    match phase {
+        None => write_status(&state, &api, &db, json!({ "phase": "Provisioning" })).await?,
+        Some("Provisioning") => {
+            let desired = child(&db);
+            let cached = state
+                .children
+                .get(&ObjectRef::from_obj(&desired))
+                .is_some_and(|c| c.data == desired.data);
+            if !cached {
+                Api::<ConfigMap>::namespaced(
+                    state.client.clone(),
+                    &db.namespace().unwrap_or_default(),
+                )
+                .patch(
+                    &db.name_any(),
+                    &PatchParams::apply(MANAGER).force(),
+                    &Patch::Apply(&desired),
+                )
+                .await?;
+            }
+            write_status(
+                &state,
+                &api,
+                &db,
+                json!({ "phase": "Running", "endpoint": endpoint(&db) }),
+            )
+            .await?;
+        }
+        _ => {}
+    }
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<Database>, error: &Error, _: Arc<State>) -> Action {
+    tracing::warn!(%error, "reconcile failed");
+    Action::requeue(Duration::from_secs(1))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let client = Client::try_default().await?;
+    // The children in a store of our own, so that the reconciler reads them without a GET.
+    let (children, writer) = reflector::store();
+    let child_events = reflector(
+        writer,
+        watcher::watcher(
+            Api::<ConfigMap>::all(client.clone()),
+            watcher::Config::default().labels("app.kubernetes.io/managed-by=kube-fsm-examples"),
+        ),
+    )
+    .touched_objects();
+    let controller = Controller::new(
+        Api::<Database>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns_stream(child_events);
+    let state = Arc::new(State {
+        client,
+        children,
+        written: Mutex::new(HashMap::new()),
+    });
+    controller
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, state)
+        .for_each(|_| std::future::ready(()))
+        .await;
+    Ok(())
+}

@@ -1,0 +1,458 @@
+//! The scale run (BENCHMARKS.md, "Scale: kube-fsm against a hand-written controller"): the
+//! example operator (`kube-fsm-examples run`, a process of its own) and the hand-written
+//! `reference-controller` doing the same job, one after the other on the same API server, each
+//! driving N Databases spread over M namespaces from creation to Running. Per operator: time
+//! until all are Running and p50/p99 per object, the operator process's peak RSS and CPU time,
+//! the API server's CPU time, and the requests the API server served (its own counters). The
+//! last row is the ratio, so the machine's noise cancels out as far as one run allows.
+//!
+//! ```text
+//! scripts/bench-scale-n [--objects N] [--namespaces M] [--events all|warnings|off]
+//!                       [--operators kube-fsm,reference] [--timeout SECS]
+//! ```
+//!
+//! Needs `KUBECONFIG` (a dedicated `scripts/envtest`, so that no other client's requests are
+//! counted; `KUBE_FSM_ENVTEST_DIR` locates its kube-apiserver's pid for its CPU time) and the
+//! release binaries `kube-fsm-examples` and `reference-controller` beside this one.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use kube_fsm_tests::cluster;
+use serde_json::json;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Clone, Debug)]
+struct Options {
+    objects: usize,
+    namespaces: usize,
+    events: String,
+    operators: Vec<String>,
+    timeout: Duration,
+}
+
+fn options() -> Result<Options, String> {
+    let mut options = Options {
+        objects: 1000,
+        namespaces: 50,
+        events: "all".into(),
+        operators: vec!["kube-fsm".into(), "reference".into()],
+        timeout: Duration::from_secs(600),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+        let number = || {
+            value
+                .parse::<u64>()
+                .map_err(|_| format!("{flag}: not a number"))
+        };
+        match flag.as_str() {
+            "--objects" => {
+                options.objects = usize::try_from(number()?).map_err(|e| e.to_string())?
+            }
+            "--namespaces" => {
+                options.namespaces = usize::try_from(number()?)
+                    .map_err(|e| e.to_string())?
+                    .max(1);
+            }
+            "--events" => options.events.clone_from(&value),
+            "--operators" => options.operators = value.split(',').map(str::to_owned).collect(),
+            "--timeout" => options.timeout = Duration::from_secs(number()?),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(options)
+}
+
+fn databases() -> ApiResource {
+    ApiResource {
+        group: "example.kube-fsm.dev".into(),
+        version: "v1".into(),
+        api_version: "example.kube-fsm.dev/v1".into(),
+        kind: "Database".into(),
+        plural: "databases".into(),
+    }
+}
+
+/// A release binary beside this one.
+fn sibling(name: &str) -> Result<PathBuf, BoxError> {
+    let path = std::env::current_exe()?.with_file_name(name);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is not built (scripts/bench-scale-n builds it)",
+            path.display()
+        )
+        .into())
+    }
+}
+
+/// CPU seconds (user + system) and peak RSS (bytes) of a process, from `/proc`.
+fn process_stats(pid: u32) -> Option<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hwm_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches(" kB")
+        .parse()
+        .ok()?;
+    // USER_HZ is 100 on every Linux this runs on.
+    Some((ticks / 100.0, hwm_kib * 1024))
+}
+
+fn apiserver_pid() -> Option<u32> {
+    let dir = std::env::var("KUBE_FSM_ENVTEST_DIR").ok()?;
+    std::fs::read_to_string(format!("{dir}/kube-apiserver.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The API server's request counters that the table reports.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    status_writes: u64,
+    child_writes: u64,
+    gets: u64,
+    errors_5xx: u64,
+    conflicts: u64,
+    events: u64,
+    finalizer_writes: u64,
+}
+
+async fn counters(client: &Client) -> Counters {
+    let count = |labels: &'static [(&'static str, &'static str)]| cluster::requests(client, labels);
+    let mut errors_5xx = 0;
+    for code in ["500", "502", "503", "504"] {
+        errors_5xx += cluster::requests(client, &[("code", code)]).await;
+    }
+    let mut child_writes = 0;
+    for verb in ["APPLY", "POST", "PATCH", "PUT"] {
+        child_writes +=
+            cluster::requests(client, &[("verb", verb), ("resource", "configmaps")]).await;
+    }
+    Counters {
+        status_writes: count(&[
+            ("verb", "PATCH"),
+            ("resource", "databases"),
+            ("subresource", "status"),
+        ])
+        .await,
+        child_writes,
+        gets: count(&[("verb", "GET")]).await,
+        errors_5xx,
+        conflicts: count(&[("code", "409")]).await,
+        events: count(&[("resource", "events"), ("verb", "POST")]).await
+            + count(&[("resource", "events"), ("verb", "PATCH")]).await,
+        finalizer_writes: count(&[
+            ("verb", "PATCH"),
+            ("resource", "databases"),
+            ("subresource", ""),
+        ])
+        .await,
+    }
+}
+
+impl std::ops::Sub for Counters {
+    type Output = Counters;
+    fn sub(self, o: Counters) -> Counters {
+        Counters {
+            status_writes: self.status_writes - o.status_writes,
+            child_writes: self.child_writes - o.child_writes,
+            gets: self.gets - o.gets,
+            errors_5xx: self.errors_5xx - o.errors_5xx,
+            conflicts: self.conflicts - o.conflicts,
+            events: self.events - o.events,
+            finalizer_writes: self.finalizer_writes - o.finalizer_writes,
+        }
+    }
+}
+
+/// What one operator's run measured.
+#[derive(Debug)]
+struct Run {
+    operator: String,
+    converge: Duration,
+    p50: Duration,
+    p99: Duration,
+    rss: u64,
+    cpu: f64,
+    apiserver_cpu: Option<f64>,
+    requests: Counters,
+    idle_writes: u64,
+    running: usize,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<Run, BoxError> {
+    let mut namespaces = Vec::new();
+    for _ in 0..options.namespaces {
+        namespaces.push(cluster::namespace(client, "scale").await);
+    }
+    let mut command = match operator {
+        "kube-fsm" => {
+            let mut c = tokio::process::Command::new(sibling("kube-fsm-examples")?);
+            c.args([
+                "run",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--events",
+                &options.events,
+            ]);
+            c
+        }
+        "reference" => tokio::process::Command::new(sibling("reference-controller")?),
+        other => return Err(format!("unknown operator {other}").into()),
+    };
+    let mut child = command
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = child.id().ok_or("the operator exited at once")?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // Who is Running, and since when, seen by a watch of our own.
+    let running: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let seen = running.clone();
+    let api_all: Api<DynamicObject> = Api::all_with(client.clone(), &databases());
+    let namespace_set: std::collections::HashSet<String> = namespaces.iter().cloned().collect();
+    let watch = tokio::spawn(
+        watcher(api_all, watcher::Config::default())
+            .applied_objects()
+            .for_each(move |object| {
+                if let Ok(object) = object
+                    && object.data["status"]["phase"] == "Running"
+                    && object
+                        .namespace()
+                        .is_some_and(|ns| namespace_set.contains(&ns))
+                {
+                    let key = format!(
+                        "{}/{}",
+                        object.namespace().unwrap_or_default(),
+                        object.name_any()
+                    );
+                    seen.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .entry(key)
+                        .or_insert_with(Instant::now);
+                }
+                std::future::ready(())
+            }),
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let before = counters(client).await;
+    let apiserver_before = apiserver_pid().and_then(process_stats).map(|s| s.0);
+    let start = Instant::now();
+    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    stream::iter(0..options.objects)
+        .map(|i| {
+            let ns = namespaces[i % namespaces.len()].clone();
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &databases());
+            let created = created.clone();
+            async move {
+                let name = format!("db-{i:05}");
+                let mut object = DynamicObject::new(&name, &databases());
+                object.data = json!({ "spec": {} });
+                api.create(&PostParams::default(), &object).await?;
+                created
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(format!("{ns}/{name}"), Instant::now());
+                Ok::<_, kube::Error>(())
+            }
+        })
+        .buffer_unordered(50)
+        .try_collect::<()>()
+        .await?;
+    let deadline = start + options.timeout;
+    while running.lock().unwrap_or_else(PoisonError::into_inner).len() < options.objects
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let converge = start.elapsed();
+    let after = counters(client).await;
+    let (cpu, rss) = process_stats(pid).unwrap_or((0.0, 0));
+    let apiserver_cpu = apiserver_pid()
+        .and_then(process_stats)
+        .zip(apiserver_before)
+        .map(|(now, then)| now.0 - then);
+    let mut latencies: Vec<Duration> = {
+        let running = running.lock().unwrap_or_else(PoisonError::into_inner);
+        let created = created.lock().unwrap_or_else(PoisonError::into_inner);
+        running
+            .iter()
+            .filter_map(|(k, at)| Some(at.saturating_duration_since(*created.get(k)?)))
+            .collect()
+    };
+    latencies.sort_unstable();
+    let count_running = running.lock().unwrap_or_else(PoisonError::into_inner).len();
+
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let idle = counters(client).await - after;
+
+    // Clean up while the operator runs (its finalizer), then the children, then stop it.
+    for ns in &namespaces {
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &databases())
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await?;
+    }
+    let cleanup_deadline = Instant::now() + options.timeout;
+    for ns in &namespaces {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &databases());
+        while !api
+            .list_metadata(&ListParams::default())
+            .await?
+            .items
+            .is_empty()
+            && Instant::now() < cleanup_deadline
+        {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Api::<ConfigMap>::namespaced(client.clone(), ns)
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await?;
+    }
+    watch.abort();
+    child.kill().await?;
+    Ok(Run {
+        operator: operator.to_owned(),
+        converge,
+        p50: percentile(&latencies, 0.5),
+        p99: percentile(&latencies, 0.99),
+        rss,
+        cpu,
+        apiserver_cpu,
+        requests: after - before,
+        idle_writes: idle.status_writes + idle.child_writes,
+        running: count_running,
+    })
+}
+
+async fn install_crd(client: &Client) -> Result<(), BoxError> {
+    let out = std::process::Command::new(sibling("kube-fsm-examples")?)
+        .arg("crd")
+        .output()?;
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&String::from_utf8(out.stdout)?)?;
+    cluster::install_crd(client, crd).await;
+    Ok(())
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn table(options: &Options, runs: &[Run]) -> String {
+    let n = options.objects as f64;
+    let mut out = String::from(
+        "| operator | Running | converge s | p50 / p99 s | peak RSS MiB | KiB per object | CPU s | CPU ms per object | API server CPU s | status writes | child writes | GETs | 5xx | 409 | Events | finalizer writes | writes while idle |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in runs {
+        let q = r.requests;
+        out.push_str(&format!(
+            "| {} | {}/{} | {:.1} | {:.2} / {:.2} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.operator,
+            r.running,
+            options.objects,
+            r.converge.as_secs_f64(),
+            r.p50.as_secs_f64(),
+            r.p99.as_secs_f64(),
+            r.rss as f64 / 1_048_576.0,
+            r.rss as f64 / 1024.0 / n,
+            r.cpu,
+            r.cpu * 1000.0 / n,
+            r.apiserver_cpu.map_or("–".into(), |c| format!("{c:.1}")),
+            q.status_writes,
+            q.child_writes,
+            q.gets,
+            q.errors_5xx,
+            q.conflicts,
+            q.events,
+            q.finalizer_writes,
+            r.idle_writes,
+        ));
+    }
+    if let [a, b] = runs {
+        let ratio = |x: f64, y: f64| {
+            if y > 0.0 {
+                format!("{:.2}×", x / y)
+            } else {
+                "–".into()
+            }
+        };
+        out.push_str(&format!(
+            "| ratio {} / {} | | {} | {} / {} | {} | | {} | | {} | | | | | | | | |\n",
+            a.operator,
+            b.operator,
+            ratio(a.converge.as_secs_f64(), b.converge.as_secs_f64()),
+            ratio(a.p50.as_secs_f64(), b.p50.as_secs_f64()),
+            ratio(a.p99.as_secs_f64(), b.p99.as_secs_f64()),
+            ratio(a.rss as f64, b.rss as f64),
+            ratio(a.cpu, b.cpu),
+            match (a.apiserver_cpu, b.apiserver_cpu) {
+                (Some(x), Some(y)) => ratio(x, y),
+                _ => "–".into(),
+            },
+        ));
+    }
+    out
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let options = options().map_err(|e| format!("{e}\nusage: scale [--objects N] [--namespaces M] [--events all|warnings|off] [--operators kube-fsm,reference] [--timeout SECS]"))?;
+    let client = Client::try_default().await?;
+    install_crd(&client).await?;
+    let mut runs = Vec::new();
+    for operator in &options.operators {
+        eprintln!(
+            "scale: {operator}: {} objects in {} namespaces",
+            options.objects, options.namespaces
+        );
+        let run = run_one(&client, &options, operator).await?;
+        eprintln!(
+            "scale: {operator}: {} Running in {:.1} s",
+            run.running,
+            run.converge.as_secs_f64()
+        );
+        runs.push(run);
+    }
+    println!(
+        "N = {}, {} namespaces, kube-fsm Events: {}\n\n{}",
+        options.objects,
+        options.namespaces,
+        options.events,
+        table(&options, &runs)
+    );
+    Ok(())
+}
