@@ -23,7 +23,7 @@ use kube::api::DeleteParams;
 use kube::runtime::watcher;
 use kube::{Api, Client, CustomResource, ResourceExt};
 use kube_fsm::conditions::ConditionError;
-use kube_fsm::{Applied, Cleanup, ContextError, MachineStatus, Next, Step, state_machine};
+use kube_fsm::{Cleanup, ContextError, MachineStatus, Next, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -223,14 +223,11 @@ impl Handlers {
         engine: &RiskEngine,
         step: &mut Step<RiskEngine>,
     ) -> Result<(), HandlerError> {
-        let config: Applied<ConfigMap> = step.apply(rendered_config(engine)).await?;
+        step.apply(rendered_config(engine)).await?;
         if step.child::<Secret>(&credentials_name(engine))?.is_none() {
             step.apply(credentials(engine)).await?;
         }
-        let name = match &config {
-            Applied::Unchanged(cm) => cm.name_any(),
-            Applied::Written(cm) => cm.name_any(),
-        };
+        let name = config_name(engine);
         step.set_condition(
             RiskEngineCondition::ConfigReady,
             true,

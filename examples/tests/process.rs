@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::api::{DynamicObject, PostParams};
 use kube::{Api, Client};
 use kube_fsm_tests::cluster::{self, eventually};
 use serde_json::json;
@@ -17,16 +17,6 @@ use tokio::process::{Child, Command};
 use tokio::sync::OnceCell;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kube-fsm-examples");
-
-fn databases() -> ApiResource {
-    ApiResource {
-        group: "example.kube-fsm.dev".into(),
-        version: "v1".into(),
-        api_version: "example.kube-fsm.dev/v1".into(),
-        kind: "Database".into(),
-        plural: "databases".into(),
-    }
-}
 
 static CRD: OnceCell<()> = OnceCell::const_new();
 
@@ -72,7 +62,7 @@ fn operator(args: &[&str]) -> Child {
 }
 
 async fn create(api: &Api<DynamicObject>, name: &str) {
-    let mut object = DynamicObject::new(name, &databases());
+    let mut object = DynamicObject::new(name, &cluster::example_databases());
     object.data = json!({ "spec": {} });
     api.create(&PostParams::default(), &object)
         .await
@@ -120,7 +110,8 @@ async fn the_operator_serves_its_metrics() {
     let ns = cluster::namespace(&client, "fsm-metrics").await;
     let addr = free_port();
     let _operator = operator(&["--namespace", &ns, "--metrics-addr", &addr.to_string()]);
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &databases());
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
     for name in ["a", "b"] {
         create(&api, name).await;
     }
@@ -235,7 +226,8 @@ async fn a_killed_leader_is_replaced_once_its_lease_expires() {
     .await
     .expect("a leads");
     let _b = replica("b");
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &databases());
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
     create(&api, "before").await;
     wait_running(&api, "before").await;
 

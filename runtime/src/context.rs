@@ -5,6 +5,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -151,9 +152,13 @@ impl<R: Cached> Erased for Cache<R> {
 /// A cache and the kind it holds.
 type Entry = (String, Arc<dyn Erased>);
 
-/// The caches by resource type.
+/// The caches by resource type, and whether all of them have had their first list (checked
+/// once per reconcile: after that, without a lock or an allocation).
 #[derive(Clone, Default)]
-pub(crate) struct Caches(Arc<RwLock<HashMap<TypeId, Entry>>>);
+pub(crate) struct Caches {
+    by_type: Arc<RwLock<HashMap<TypeId, Entry>>>,
+    all_ready: Arc<AtomicBool>,
+}
 
 impl fmt::Debug for Caches {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -164,7 +169,7 @@ impl fmt::Debug for Caches {
 
 impl Caches {
     fn entries(&self) -> Vec<Entry> {
-        self.0
+        self.by_type
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
@@ -173,7 +178,8 @@ impl Caches {
     }
 
     pub(crate) fn insert<R: Cached>(&self, cache: Arc<Cache<R>>) {
-        self.0
+        self.all_ready.store(false, Ordering::Release);
+        self.by_type
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(TypeId::of::<R>(), (R::kind(&()).into_owned(), cache));
@@ -181,7 +187,7 @@ impl Caches {
 
     pub(crate) fn get<R: Cached>(&self) -> Option<Arc<Cache<R>>> {
         let (_, erased) = self
-            .0
+            .by_type
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&TypeId::of::<R>())?
@@ -202,11 +208,16 @@ impl Caches {
     /// Waits until every cache has its first list, at most `patience`; otherwise names the
     /// kinds still waiting.
     pub(crate) async fn ready(&self, patience: Duration) -> Result<(), ContextError> {
+        if self.all_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
         for (kind, cache) in self.entries() {
             if !cache.is_ready() && tokio::time::timeout(patience, cache.ready()).await.is_err() {
                 return Err(ContextError::NotSynced { kind });
             }
         }
+        // A cache never loses its first list, so this stays true.
+        self.all_ready.store(true, Ordering::Release);
         Ok(())
     }
 }

@@ -266,26 +266,60 @@ where
 /// # Panics
 /// When `/metrics` cannot be read.
 pub async fn requests(client: &Client, labels: &[(&str, &str)]) -> u64 {
+    request_counters(client).await.count(labels)
+}
+
+/// One reading of the API server's `/metrics`, to count several label sets in it.
+#[derive(Debug, Clone)]
+pub struct RequestCounters(String);
+
+/// Reads the API server's `/metrics` once.
+///
+/// # Panics
+/// When `/metrics` cannot be read.
+pub async fn request_counters(client: &Client) -> RequestCounters {
     let request = http::Request::get("/metrics")
         .body(Vec::new())
         .expect("request");
-    let text = client.request_text(request).await.expect("read /metrics");
-    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-    text.lines()
-        .filter(|line| line.starts_with("apiserver_request_total{"))
-        .filter(|line| {
-            let (label_part, _) = line.split_once('}').unwrap_or((line, ""));
-            let labels: Vec<&str> = label_part
-                .trim_start_matches("apiserver_request_total{")
-                .split(',')
-                .collect();
-            wanted.iter().all(|w| labels.contains(&w.as_str()))
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|v| {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let v = v as u64;
-            v
-        })
-        .sum()
+    RequestCounters(client.request_text(request).await.expect("read /metrics"))
+}
+
+impl RequestCounters {
+    /// The sum of the `apiserver_request_total` counters whose labels include every
+    /// `key="value"` pair given.
+    #[must_use]
+    pub fn count(&self, labels: &[(&str, &str)]) -> u64 {
+        let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        self.0
+            .lines()
+            .filter(|line| line.starts_with("apiserver_request_total{"))
+            .filter(|line| {
+                let (label_part, _) = line.split_once('}').unwrap_or((line, ""));
+                let labels: Vec<&str> = label_part
+                    .trim_start_matches("apiserver_request_total{")
+                    .split(',')
+                    .collect();
+                wanted.iter().all(|w| labels.contains(&w.as_str()))
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .map(|v| {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let v = v as u64;
+                v
+            })
+            .sum()
+    }
+}
+
+/// The example operator's `Database` kind (`examples/`), for tests and benches that drive it
+/// as a process and see its objects untyped.
+#[must_use]
+pub fn example_databases() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "example.kube-fsm.dev".into(),
+        version: "v1".into(),
+        api_version: "example.kube-fsm.dev/v1".into(),
+        kind: "Database".into(),
+        plural: "databases".into(),
+    }
 }

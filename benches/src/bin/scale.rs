@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use kube_fsm_tests::cluster;
@@ -73,16 +73,6 @@ fn options() -> Result<Options, String> {
         }
     }
     Ok(options)
-}
-
-fn databases() -> ApiResource {
-    ApiResource {
-        group: "example.kube-fsm.dev".into(),
-        version: "v1".into(),
-        api_version: "example.kube-fsm.dev/v1".into(),
-        kind: "Database".into(),
-        plural: "databases".into(),
-    }
 }
 
 /// A release binary beside this one.
@@ -139,35 +129,40 @@ struct Counters {
 }
 
 async fn counters(client: &Client) -> Counters {
-    let count = |labels: &'static [(&'static str, &'static str)]| cluster::requests(client, labels);
-    let mut errors_5xx = 0;
-    for code in ["500", "502", "503", "504"] {
-        errors_5xx += cluster::requests(client, &[("code", code)]).await;
-    }
-    let mut child_writes = 0;
-    for verb in ["APPLY", "POST", "PATCH", "PUT"] {
-        child_writes +=
-            cluster::requests(client, &[("verb", verb), ("resource", "configmaps")]).await;
-    }
+    let reading = cluster::request_counters(client).await;
+    let count = |labels: &[(&str, &str)]| reading.count(labels);
+    let sum = |verbs: &[&str], rest: &[(&str, &str)]| -> u64 {
+        verbs
+            .iter()
+            .map(|verb| {
+                let mut labels = vec![("verb", *verb)];
+                labels.extend_from_slice(rest);
+                count(&labels)
+            })
+            .sum()
+    };
     Counters {
         status_writes: count(&[
             ("verb", "PATCH"),
             ("resource", "databases"),
             ("subresource", "status"),
-        ])
-        .await,
-        child_writes,
-        gets: count(&[("verb", "GET")]).await,
-        errors_5xx,
-        conflicts: count(&[("code", "409")]).await,
-        events: count(&[("resource", "events"), ("verb", "POST")]).await
-            + count(&[("resource", "events"), ("verb", "PATCH")]).await,
+        ]),
+        child_writes: sum(
+            &["APPLY", "POST", "PATCH", "PUT"],
+            &[("resource", "configmaps")],
+        ),
+        gets: count(&[("verb", "GET")]),
+        errors_5xx: ["500", "502", "503", "504"]
+            .iter()
+            .map(|code| count(&[("code", code)]))
+            .sum(),
+        conflicts: count(&[("code", "409")]),
+        events: sum(&["POST", "PATCH"], &[("resource", "events")]),
         finalizer_writes: count(&[
             ("verb", "PATCH"),
             ("resource", "databases"),
             ("subresource", ""),
-        ])
-        .await,
+        ]),
     }
 }
 
@@ -246,7 +241,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     // Who is Running, and since when, seen by a watch of our own.
     let running: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let seen = running.clone();
-    let api_all: Api<DynamicObject> = Api::all_with(client.clone(), &databases());
+    let api_all: Api<DynamicObject> = Api::all_with(client.clone(), &cluster::example_databases());
     let namespace_set: std::collections::HashSet<String> = namespaces.iter().cloned().collect();
     let watch = tokio::spawn(
         watcher(api_all, watcher::Config::default())
@@ -280,11 +275,12 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     stream::iter(0..options.objects)
         .map(|i| {
             let ns = namespaces[i % namespaces.len()].clone();
-            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &databases());
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
             let created = created.clone();
             async move {
                 let name = format!("db-{i:05}");
-                let mut object = DynamicObject::new(&name, &databases());
+                let mut object = DynamicObject::new(&name, &cluster::example_databases());
                 object.data = json!({ "spec": {} });
                 api.create(&PostParams::default(), &object).await?;
                 created
@@ -326,13 +322,14 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
 
     // Clean up while the operator runs (its finalizer), then the children, then stop it.
     for ns in &namespaces {
-        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &databases())
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &cluster::example_databases())
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await?;
     }
     let cleanup_deadline = Instant::now() + options.timeout;
     for ns in &namespaces {
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &databases());
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), ns, &cluster::example_databases());
         while !api
             .list_metadata(&ListParams::default())
             .await?
