@@ -133,6 +133,7 @@ impl Counters {
 pub struct Handlers {
     client: Client,
     counters: Arc<Counters>,
+    latency: std::time::Duration,
 }
 
 impl std::fmt::Debug for Handlers {
@@ -149,7 +150,16 @@ impl Handlers {
         Handlers {
             client,
             counters: Arc::default(),
+            latency: std::time::Duration::ZERO,
         }
+    }
+
+    /// Handlers whose Pending and Provisioning steps first wait `latency`, as a real handler
+    /// waits on the external system it drives (for the throughput-against-latency benchmark).
+    #[must_use]
+    pub fn with_latency(mut self, latency: std::time::Duration) -> Self {
+        self.latency = latency;
+        self
     }
 
     /// The counters, shared with every clone of these handlers.
@@ -229,6 +239,7 @@ impl DatabaseHandler for Handlers {
         _step: &mut Step<Database>,
     ) -> Result<DatabasePendingNext, HandlerError> {
         Counters::bump(&self.counters.pending);
+        tokio::time::sleep(self.latency).await;
         Ok(DatabasePendingEvent::Accept.into())
     }
 
@@ -240,6 +251,7 @@ impl DatabaseHandler for Handlers {
         step: &mut Step<Database>,
     ) -> Result<DatabaseProvisioningNext, HandlerError> {
         Counters::bump(&self.counters.provisioning);
+        tokio::time::sleep(self.latency).await;
         self.apply_child(db, step).await?;
         set_serving(db, step)?;
         Ok(Next::Stay)

@@ -4,7 +4,8 @@
 //! ```text
 //! kube-fsm-examples crd                      print the CRD as YAML (with the CEL rules and columns)
 //! kube-fsm-examples diagram [--dot]          print the machine as Mermaid (or Graphviz DOT)
-//! kube-fsm-examples run [--namespace NS] [--events all|warnings|off]
+//! kube-fsm-examples run [--namespace NS] [--events all|warnings|off] [--concurrency N]
+//!                        [--handler-latency MS]
 //!                                            run the operator until Ctrl-C / SIGTERM
 //! kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
 //!                        [--platform-namespace NS] [--timeout SECS] [--keep]
@@ -39,13 +40,16 @@ usage:
   kube-fsm-examples diagram [--dot]
       print the Database state machine as a Mermaid state diagram (or Graphviz DOT)
   kube-fsm-examples run [--namespace NS] [--metrics-addr ADDR] [--events all|warnings|off]
+                        [--concurrency N] [--handler-latency MS]
                         [--leader-elect [--identity ID] [--lease-namespace NS]
                         [--lease-duration SECS]]
       run the operator (all namespaces by default) until Ctrl-C or SIGTERM, serving
       /metrics, /healthz and /readyz on ADDR (default 0.0.0.0:8080); with --leader-elect, only the
       replica holding the Lease kube-fsm-examples (in --lease-namespace, default the watched
       namespace or default; duration default 15 s) reconciles; --events: which of the engine's
-      Events to record (default all)
+      Events to record (default all); --concurrency: reconciles at once (default 32, 0 =
+      unbounded); --handler-latency: the Pending and Provisioning handlers first wait MS
+      milliseconds, as on an external system (default 0)
   kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
                          [--platform-namespace NS] [--timeout SECS] [--keep]
       database: install the CRD, create N Databases (default 5) in NS (default kube-fsm-demo),
@@ -162,11 +166,17 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
                     ));
                 }
             };
+            let concurrency = args.number(
+                "--concurrency",
+                u64::from(kube_fsm::controller::DEFAULT_CONCURRENCY),
+            )?;
             Command::Run(operator::RunOptions {
                 namespace,
                 metrics_addr,
                 election,
                 events,
+                concurrency: u16::try_from(concurrency).map_err(|e| e.to_string())?,
+                handler_latency: Duration::from_millis(args.number("--handler-latency", 0)?),
             })
         }
         "demo" => {

@@ -78,19 +78,24 @@ pub struct RunOptions {
     pub election: Option<LeaderElection>,
     /// Which of the engine's Events to record.
     pub events: kube_fsm::Events,
+    /// At most this many reconciles at once (0: unbounded).
+    pub concurrency: u16,
+    /// How long the Pending and Provisioning handlers wait, as on an external system.
+    pub handler_latency: std::time::Duration,
 }
 
 /// `run`: the operator as it would run in a cluster, until Ctrl-C or SIGTERM (or, with leader
 /// election, until the Lease is lost: exit 1, to be restarted).
 pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
     let client = Client::try_default().await?;
-    let handlers = Handlers::new(client.clone());
+    let handlers = Handlers::new(client.clone()).with_latency(options.handler_latency);
     let mut registry = Registry::default();
     let metrics = kube_fsm::metrics::Metrics::default();
     metrics.register(&mut registry);
     let mut operator = operator(client, handlers, options.namespace.as_deref())
         .metrics(&metrics)
-        .events(options.events);
+        .events(options.events)
+        .concurrency(options.concurrency);
     let (addr, _server) =
         crate::serve::metrics(options.metrics_addr, registry, operator.health()).await?;
     tracing::info!(

@@ -134,6 +134,7 @@ impl<K: StateMachine> Step<K> {
         }
         let api: Api<C> = C::Scope::api(self.client().clone(), namespace.as_deref());
         let params = PatchParams::apply(self.context.field_manager()).force();
+        self.context.pace().write().await;
         let written = api.patch(&name, &params, &Patch::Apply(&desired)).await?;
         if let Ok(cache) = self.context.cache::<C>() {
             cache.remember(written.clone());
@@ -155,6 +156,7 @@ impl<K: StateMachine> Step<K> {
         C: Watched,
         C::Scope: ScopedApi,
     {
+        self.context.pace().write().await;
         match self
             .api::<C>()
             .delete(name, &DeleteParams::background())
@@ -187,6 +189,7 @@ impl<K: StateMachine> Step<K> {
             action: action.to_owned(),
             secondary: None,
         };
+        self.context.pace().write().await;
         self.context
             .recorder()
             .publish(&event, &self.object.reference)

@@ -14,6 +14,7 @@ use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 
 use crate::cache::{Cache, Cached};
+use crate::pace::Pace;
 
 /// The reporter and field manager a [`Context`] made by [`Context::new`] uses.
 pub const DEFAULT_MANAGER: &str = "kube-fsm";
@@ -55,6 +56,7 @@ pub struct Context {
     recorder: Recorder,
     field_manager: String,
     caches: Caches,
+    pace: Arc<Pace>,
 }
 
 impl fmt::Debug for Context {
@@ -77,7 +79,13 @@ impl Context {
     /// # }
     /// ```
     pub fn new(client: Client) -> Self {
-        Context::with_manager(client, DEFAULT_MANAGER, DEFAULT_MANAGER, Caches::default())
+        Context::with_manager(
+            client,
+            DEFAULT_MANAGER,
+            DEFAULT_MANAGER,
+            Caches::default(),
+            Pace::default(),
+        )
     }
 
     pub(crate) fn with_manager(
@@ -85,12 +93,14 @@ impl Context {
         reporter: &str,
         field_manager: &str,
         caches: Caches,
+        pace: Pace,
     ) -> Self {
         Context {
             recorder: Recorder::new(client.clone(), Reporter::from(reporter.to_owned())),
             client,
             field_manager: field_manager.to_owned(),
             caches,
+            pace: Arc::new(pace),
         }
     }
 
@@ -109,6 +119,11 @@ impl Context {
     /// The recorder the engine's own Events go through.
     pub fn recorder(&self) -> &Recorder {
         &self.recorder
+    }
+
+    /// The pacing of the operator's reconciles and writes.
+    pub(crate) fn pace(&self) -> &Pace {
+        &self.pace
     }
 
     pub(crate) fn caches(&self) -> &Caches {

@@ -20,6 +20,7 @@ use crate::context::{Caches, Context};
 use crate::health::{Health, ReconnectBackoff};
 use crate::leader::LeaderElection;
 use crate::metrics::{MachineMetrics, Metrics};
+use crate::pace::Pace;
 use crate::reconcile::{Engine, EngineConfig, Events, Reconciled};
 use crate::scope::ScopedApi;
 use crate::sources::Sources;
@@ -44,6 +45,7 @@ pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 's
     namespace: Option<String>,
     watcher: watcher::Config,
     concurrency: u16,
+    write_rate: Option<(f64, u32)>,
     config: EngineConfig,
     sources: Sources<K>,
     shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
@@ -79,7 +81,8 @@ where
             handler,
             namespace: None,
             watcher: watcher::Config::default(),
-            concurrency: 0,
+            concurrency: DEFAULT_CONCURRENCY,
+            write_rate: None,
             config: EngineConfig::default(),
             sources: Sources::default(),
             shutdown: None,
@@ -105,10 +108,25 @@ where
         self
     }
 
-    /// At most this many objects reconciled at once (0 = unbounded, kube's default).
+    /// At most this many objects reconciled at once (default [`DEFAULT_CONCURRENCY`]; 0 =
+    /// unbounded). The engine lowers the limit while the API server signals overload (429 Too
+    /// Many Requests, 5xx: halved at most twice a second), waits out a 429's `Retry-After`
+    /// before starting more, and raises the limit back by one per round of successful
+    /// reconciles.
     #[must_use]
     pub fn concurrency(mut self, concurrency: u16) -> Self {
         self.concurrency = concurrency;
+        self
+    }
+
+    /// Client-side rate limit on the operator's writes (status and metadata patches, applies
+    /// and deletes through the step, Events): `per_second` on average, `burst` at once, as
+    /// client-go's QPS and Burst. Off by default: the adaptive concurrency
+    /// ([`Operator::concurrency`]) already backs off when the API server is overloaded; set
+    /// it to leave a share of a small API server to other clients.
+    #[must_use]
+    pub fn rate_limit(mut self, per_second: f64, burst: u32) -> Self {
+        self.write_rate = Some((per_second, burst));
         self
     }
 
@@ -386,6 +404,10 @@ where
             &self.config.reporter,
             &self.config.field_manager,
             self.caches,
+            Pace::new(
+                (self.concurrency > 0).then_some(usize::from(self.concurrency)),
+                self.write_rate,
+            ),
         ));
         let engine = Arc::new(Engine::new(
             self.namespace,
@@ -402,6 +424,11 @@ where
         (controller, engine)
     }
 }
+
+/// Objects reconciled at once unless [`Operator::concurrency`] says otherwise: enough to keep
+/// a 2-core API server saturated at 10 000 objects (see BENCHMARKS.md), few enough that a burst
+/// of reconciles cannot queue thousands of requests on it.
+pub const DEFAULT_CONCURRENCY: u16 = 32;
 
 /// Why [`Operator::run`] returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -49,6 +49,7 @@ mod memory;
 pub mod merge_patch;
 pub mod metrics;
 pub mod next;
+mod pace;
 pub mod reconcile;
 mod repair;
 mod report;

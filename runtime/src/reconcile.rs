@@ -100,6 +100,19 @@ impl ReconcileError {
             _ => false,
         }
     }
+
+    /// Whether the API server signalled overload (429, 5xx) somewhere in this error's chain
+    /// (a handler's own request included), and its `Retry-After`.
+    pub(crate) fn overload(&self) -> Option<Option<Duration>> {
+        let mut error: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = error {
+            if let Some(kube) = e.downcast_ref::<kube::Error>() {
+                return crate::pace::overload(kube);
+            }
+            error = e.source();
+        }
+        None
+    }
 }
 
 impl<E: std::error::Error + Send + Sync + 'static> From<StepError<E>> for ReconcileError {
@@ -186,7 +199,7 @@ pub struct Engine<K: Resource<DynamicType = ()> + crate::StateMachine, H> {
     namespace: Option<String>,
     pub(crate) handler: H,
     /// What handlers reach the cluster through; its recorder also records the engine's Events.
-    context: Arc<Context>,
+    pub(crate) context: Arc<Context>,
     pub(crate) config: EngineConfig,
     pub(crate) metrics: Arc<MachineMetrics>,
     /// Per-object memory, by UID (see [`crate::memory`]).
@@ -275,6 +288,7 @@ where
             state.to = tracing::field::Empty,
             reason = tracing::field::Empty,
         );
+        let slot = engine.context.pace().reconcile().await;
         let _worker = engine.metrics.worker();
         let started = Instant::now();
         let phase = object.machine_status().and_then(|s| s.phase.clone());
@@ -290,6 +304,11 @@ where
         engine
             .metrics
             .reconciled(outcome, started.elapsed(), phase.as_ref());
+        engine
+            .context
+            .pace()
+            .ended(result.as_ref().err().and_then(ReconcileError::overload));
+        drop(slot);
         match &result {
             Ok(_) => {
                 engine.memory.with(&object, |e| e.failures = 0);
@@ -337,6 +356,9 @@ where
         let mut delay = engine.config.backoff.jittered(failures);
         if error.is_connection() {
             delay = delay.min(engine.config.reconnect_max);
+            if let Some(Some(retry_after)) = error.overload() {
+                delay = delay.max(retry_after);
+            }
             if matches!(error, ReconcileError::Kube(e) if !matches!(e, kube::Error::Api(_))) {
                 engine.health.lost(error);
             }

@@ -150,6 +150,7 @@ where
             action,
             secondary: None,
         };
+        self.context.pace().write().await;
         if let Err(err) = self
             .recorder()
             .publish(&event, &object.object_ref(&()))

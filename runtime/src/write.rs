@@ -68,6 +68,7 @@ where
         patch["metadata"]["resourceVersion"] = based_on.clone().into();
         let name = object.name_any();
         let params = self.patch_params();
+        self.context.pace().write().await;
         let result = match target {
             Target::Status => {
                 api.patch_status(&name, &params, &Patch::Merge(&patch))

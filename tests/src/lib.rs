@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod handlers;
 pub mod metrics;
 pub mod operator;
+pub mod overload;
 pub mod proxy;
 
 pub mod resources {

@@ -11,6 +11,9 @@
 //!                       [--operators kube-fsm,reference] [--timeout SECS]
 //! ```
 //!
+//! An operator `kube-fsm@concurrency=64+handler-latency=50` runs the example with
+//! `--concurrency 64 --handler-latency 50`: several settings side by side in one run.
+//!
 //! Needs `KUBECONFIG` (a dedicated `scripts/envtest`, so that no other client's requests are
 //! counted; `KUBE_FSM_ENVTEST_DIR` locates its kube-apiserver's pid for its CPU time) and the
 //! release binaries `kube-fsm-examples` and `reference-controller` beside this one.
@@ -214,7 +217,8 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     for _ in 0..options.namespaces {
         namespaces.push(cluster::namespace(client, "scale").await);
     }
-    let mut command = match operator {
+    let (program, settings) = operator.split_once('@').unwrap_or((operator, ""));
+    let mut command = match program {
         "kube-fsm" => {
             let mut c = tokio::process::Command::new(sibling("kube-fsm-examples")?);
             c.args([
@@ -224,6 +228,12 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
                 "--events",
                 &options.events,
             ]);
+            for setting in settings.split('+').filter(|s| !s.is_empty()) {
+                let (flag, value) = setting
+                    .split_once('=')
+                    .ok_or(format!("{setting}: not flag=value"))?;
+                c.args([format!("--{flag}"), value.to_owned()]);
+            }
             c
         }
         "reference" => tokio::process::Command::new(sibling("reference-controller")?),

@@ -1,0 +1,357 @@
+//! Pacing the operator's traffic so that it never overloads the API server.
+//!
+//! Two mechanisms, as TCP's congestion control and client-go's client-side rate limiter:
+//! - an adaptive limit on reconciles in flight (AIMD): it halves when the API server signals
+//!   overload (429 Too Many Requests, 5xx), at most once per [`COOL_DOWN`], and grows by one
+//!   per `limit` reconciles that succeed, back up to the configured concurrency. A 429's
+//!   `Retry-After` (the Status' `details.retryAfterSeconds`) pauses every new reconcile until
+//!   it has passed;
+//! - optionally, a token bucket on the engine's and the steps' writes (status and metadata
+//!   patches, applies, deletes, Events): at most `per_second` on average, `burst` at once.
+//!
+//! The decisions ([`Aimd`], [`Bucket`]) are pure and take the time as an argument; [`Pace`]
+//! puts them behind a lock and the waits.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// The shortest time between two decreases: the overload signals of one burst of requests
+/// arrive together and must cut the limit once, not once per request.
+pub const COOL_DOWN: Duration = Duration::from_millis(500);
+
+/// The longest pause a `Retry-After` may impose (a server asking for more is still retried).
+const MAX_PAUSE: Duration = Duration::from_secs(60);
+
+/// The adaptive limit on reconciles in flight: additive increase, multiplicative decrease.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aimd {
+    /// `usize::MAX`: unbounded (until the first overload).
+    limit: usize,
+    max: usize,
+    /// Successes since the limit last grew.
+    credit: usize,
+    last_cut: Option<Instant>,
+}
+
+impl Aimd {
+    /// Starts at `max` (`None`: unbounded until the first overload).
+    pub fn new(max: Option<usize>) -> Self {
+        let max = max.map_or(usize::MAX, |m| m.max(1));
+        Aimd {
+            limit: max,
+            max,
+            credit: 0,
+            last_cut: None,
+        }
+    }
+
+    /// How many reconciles may be in flight.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// One reconcile succeeded: the limit grows by one per `limit` successes (one round).
+    pub fn succeeded(&mut self) {
+        if self.limit >= self.max {
+            return;
+        }
+        self.credit += 1;
+        if self.credit >= self.limit {
+            self.credit = 0;
+            self.limit += 1;
+        }
+    }
+
+    /// The API server signalled overload while `in_flight` reconciles ran: the limit halves
+    /// (from what was really in flight, when that was less), once per [`COOL_DOWN`]. Returns
+    /// whether it was cut.
+    pub fn overloaded(&mut self, in_flight: usize, now: Instant) -> bool {
+        if self
+            .last_cut
+            .is_some_and(|at| now.duration_since(at) < COOL_DOWN)
+        {
+            return false;
+        }
+        self.last_cut = Some(now);
+        self.credit = 0;
+        self.limit = (self.limit.min(in_flight) / 2).max(1);
+        true
+    }
+}
+
+/// A token bucket: `per_second` tokens a second, at most `burst` saved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bucket {
+    per_second: f64,
+    burst: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    /// A full bucket.
+    pub fn new(per_second: f64, burst: u32, now: Instant) -> Self {
+        let burst = f64::from(burst.max(1));
+        Bucket {
+            per_second: per_second.max(f64::MIN_POSITIVE),
+            burst,
+            tokens: burst,
+            at: now,
+        }
+    }
+
+    /// Takes a token: `None` when one was there, else how long until the taken token is due
+    /// (the caller waits that long; tokens taken ahead queue up in order).
+    pub fn take(&mut self, now: Instant) -> Option<Duration> {
+        let earned = now.saturating_duration_since(self.at).as_secs_f64() * self.per_second;
+        self.tokens = (self.tokens + earned).min(self.burst) - 1.0;
+        self.at = now;
+        (self.tokens < 0.0).then(|| Duration::from_secs_f64(-self.tokens / self.per_second))
+    }
+}
+
+/// The shared pacing state of one operator.
+#[derive(Debug)]
+pub struct Pace {
+    state: Mutex<State>,
+    freed: Notify,
+}
+
+#[derive(Debug)]
+struct State {
+    aimd: Aimd,
+    in_flight: usize,
+    paused_until: Option<Instant>,
+    writes: Option<Bucket>,
+}
+
+impl Default for Pace {
+    /// Unbounded, no rate limit: adapts only after the first overload.
+    fn default() -> Self {
+        Pace::new(None, None)
+    }
+}
+
+impl Pace {
+    /// At most `concurrency` reconciles in flight (adaptive below that), and writes limited to
+    /// `(per_second, burst)`.
+    pub fn new(concurrency: Option<usize>, writes: Option<(f64, u32)>) -> Self {
+        Pace {
+            state: Mutex::new(State {
+                aimd: Aimd::new(concurrency),
+                in_flight: 0,
+                paused_until: None,
+                writes: writes.map(|(rate, burst)| Bucket::new(rate, burst, Instant::now())),
+            }),
+            freed: Notify::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The current limit on reconciles in flight.
+    #[cfg(test)]
+    pub fn limit(&self) -> usize {
+        self.state().aimd.limit()
+    }
+
+    /// Waits for a place among the reconciles in flight (and out any `Retry-After` pause).
+    pub async fn reconcile(&self) -> Slot<'_> {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let pause = {
+                let mut state = self.state();
+                match state.paused_until {
+                    Some(until) if until > Instant::now() => Some(until),
+                    _ => {
+                        if state.in_flight < state.aimd.limit() {
+                            state.in_flight += 1;
+                            return Slot(self);
+                        }
+                        None
+                    }
+                }
+            };
+            match pause {
+                Some(until) => tokio::time::sleep_until(until).await,
+                None => freed.await,
+            }
+        }
+    }
+
+    /// Waits for a write token (at once without a rate limit).
+    pub async fn write(&self) {
+        let wait = {
+            let mut state = self.state();
+            state.writes.as_mut().and_then(|b| b.take(Instant::now()))
+        };
+        if let Some(wait) = wait {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// A reconcile ended: `Some(retry_after)` when the API server signalled overload (with
+    /// its `Retry-After`, if any), `None` when it did not.
+    pub fn ended(&self, overload: Option<Option<Duration>>) {
+        let mut state = self.state();
+        match overload {
+            None => state.aimd.succeeded(),
+            Some(retry_after) => {
+                let now = Instant::now();
+                let in_flight = state.in_flight;
+                if state.aimd.overloaded(in_flight, now) {
+                    tracing::info!(
+                        limit = state.aimd.limit(),
+                        "the API server signals overload: fewer reconciles at once"
+                    );
+                }
+                if let Some(after) = retry_after {
+                    let until = now + after.min(MAX_PAUSE);
+                    state.paused_until = state.paused_until.max(Some(until));
+                }
+            }
+        }
+    }
+}
+
+/// A place among the reconciles in flight, given back when dropped.
+#[derive(Debug)]
+pub struct Slot<'a>(&'a Pace);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.state().in_flight -= 1;
+        self.0.freed.notify_waiters();
+    }
+}
+
+/// Whether `error` is the API server signalling overload (429, 5xx), and its `Retry-After`.
+pub fn overload(error: &kube::Error) -> Option<Option<Duration>> {
+    match error {
+        kube::Error::Api(status) if status.code == 429 || status.code >= 500 => Some(
+            status
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(u64::from(s))),
+        ),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_halves_once_per_burst_of_overload_and_climbs_back_by_one_per_round() {
+        let t0 = Instant::now();
+        let mut aimd = Aimd::new(Some(32));
+        assert!(aimd.overloaded(32, t0));
+        assert_eq!(aimd.limit(), 16);
+        // The other failures of the same burst do not cut again.
+        assert!(!aimd.overloaded(32, t0 + Duration::from_millis(100)));
+        assert_eq!(aimd.limit(), 16);
+        assert!(aimd.overloaded(16, t0 + COOL_DOWN));
+        assert_eq!(aimd.limit(), 8);
+        // 8 successes (one round at limit 8) add one.
+        for _ in 0..8 {
+            aimd.succeeded();
+        }
+        assert_eq!(aimd.limit(), 9);
+        for _ in 0..10_000 {
+            aimd.succeeded();
+        }
+        assert_eq!(aimd.limit(), 32, "never above the configured concurrency");
+    }
+
+    #[test]
+    fn an_unbounded_limit_is_cut_from_what_was_in_flight_and_never_below_one() {
+        let t0 = Instant::now();
+        let mut aimd = Aimd::new(None);
+        assert_eq!(aimd.limit(), usize::MAX);
+        aimd.succeeded();
+        assert_eq!(aimd.limit(), usize::MAX);
+        aimd.overloaded(300, t0);
+        assert_eq!(aimd.limit(), 150);
+        for i in 1..20 {
+            aimd.overloaded(1, t0 + COOL_DOWN * i);
+        }
+        assert_eq!(aimd.limit(), 1);
+    }
+
+    #[test]
+    fn the_bucket_spends_its_burst_then_spaces_writes_at_the_rate() {
+        let t0 = Instant::now();
+        let mut bucket = Bucket::new(10.0, 3, t0);
+        assert_eq!(bucket.take(t0), None);
+        assert_eq!(bucket.take(t0), None);
+        assert_eq!(bucket.take(t0), None);
+        let wait = bucket.take(t0).expect("empty");
+        assert!((wait.as_secs_f64() - 0.1).abs() < 1e-9, "{wait:?}");
+        let wait = bucket.take(t0).expect("queued behind the first");
+        assert!((wait.as_secs_f64() - 0.2).abs() < 1e-9, "{wait:?}");
+        // A second later the debt is paid and 8 tokens are back, capped at the burst.
+        assert_eq!(bucket.take(t0 + Duration::from_secs(1)), None);
+        assert_eq!(bucket.take(t0 + Duration::from_secs(1)), None);
+        assert_eq!(bucket.take(t0 + Duration::from_secs(1)), None);
+        assert!(bucket.take(t0 + Duration::from_secs(1)).is_some());
+    }
+
+    #[tokio::test]
+    async fn slots_wait_for_the_limit_and_a_retry_after_pauses_everyone() {
+        let pace = Pace::new(Some(2), None);
+        let a = pace.reconcile().await;
+        let _b = pace.reconcile().await;
+        let third = tokio::time::timeout(Duration::from_millis(50), pace.reconcile()).await;
+        assert!(third.is_err(), "a third reconcile waits while two run");
+        drop(a);
+        let c = tokio::time::timeout(Duration::from_millis(50), pace.reconcile())
+            .await
+            .expect("a freed slot is taken");
+        drop(c);
+        pace.ended(Some(Some(Duration::from_millis(300))));
+        assert_eq!(pace.limit(), 1);
+        let started = Instant::now();
+        drop(_b);
+        let _d = pace.reconcile().await;
+        assert!(
+            started.elapsed() >= Duration::from_millis(250),
+            "Retry-After waited out"
+        );
+    }
+
+    #[test]
+    fn overload_is_429_and_5xx_with_their_retry_after() {
+        let status = |code: u16, after: u32| {
+            kube::Error::Api(
+                kube::core::Status {
+                    code,
+                    details: serde_json::from_value(
+                        serde_json::json!({ "retryAfterSeconds": after }),
+                    )
+                    .ok(),
+                    ..Default::default()
+                }
+                .boxed(),
+            )
+        };
+        assert_eq!(
+            overload(&status(429, 2)),
+            Some(Some(Duration::from_secs(2)))
+        );
+        assert_eq!(overload(&status(503, 0)), Some(None));
+        assert_eq!(overload(&status(409, 0)), None);
+        assert_eq!(overload(&status(404, 1)), None);
+    }
+}

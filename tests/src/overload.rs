@@ -1,0 +1,129 @@
+//! An API server that refuses writes as an overloaded one does: a layer in a client's stack
+//! that answers every mutating request (POST, PUT, PATCH, DELETE) with `429 Too Many
+//! Requests`, `Retry-After` and the Status body kube-apiserver's priority and fairness filter
+//! sends, while reads and watches go through to the real server. (The real 1.20 server exempts
+//! its `system:masters` test user from priority and fairness, so it cannot be made to refuse
+//! that user itself.) The layer sits outside kube's own retry layer, so the engine sees each
+//! refusal, as it does once kube's retries are spent.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use kube::client::{Body, ClientBuilder, DynBody};
+use tower::{BoxError, Service};
+
+/// The switch and the counts of one overloaded client.
+#[derive(Debug)]
+pub struct Overload {
+    refusing: AtomicBool,
+    retry_after: u32,
+    refused: AtomicU64,
+    passed: AtomicU64,
+}
+
+impl Overload {
+    /// Starts refusing writes.
+    pub fn refuse(&self) {
+        self.refusing.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops refusing.
+    pub fn recover(&self) {
+        self.refusing.store(false, Ordering::SeqCst);
+    }
+
+    /// Writes refused so far.
+    #[must_use]
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::SeqCst)
+    }
+
+    /// Writes let through so far.
+    #[must_use]
+    pub fn passed(&self) -> u64 {
+        self.passed.load(Ordering::SeqCst)
+    }
+
+    fn refusal(&self) -> Response<Box<DynBody>> {
+        let status = serde_json::json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": "Too many requests, please try again later.",
+            "reason": "TooManyRequests",
+            "details": { "retryAfterSeconds": self.retry_after },
+            "code": 429,
+        });
+        let body = http_body_util::Full::new(Bytes::from(status.to_string()))
+            .map_err(|never: Infallible| -> BoxError { match never {} });
+        Response::builder()
+            .status(StatusCode::TOO_MANY_REQUESTS)
+            .header("Content-Type", "application/json")
+            .header("Retry-After", self.retry_after.to_string())
+            .body(Box::new(body) as Box<DynBody>)
+            .expect("a valid response")
+    }
+}
+
+/// A client of `config` whose writes the returned [`Overload`] refuses on demand, each with
+/// `Retry-After: retry_after` seconds.
+///
+/// # Panics
+/// When the config cannot make a client.
+#[must_use]
+pub fn client(config: kube::Config, retry_after: u32) -> (kube::Client, Arc<Overload>) {
+    let overload = Arc::new(Overload {
+        refusing: AtomicBool::new(false),
+        retry_after,
+        refused: AtomicU64::new(0),
+        passed: AtomicU64::new(0),
+    });
+    let shared = overload.clone();
+    let client = ClientBuilder::try_from(config)
+        .expect("client stack")
+        .with_layer(&tower::layer::layer_fn(move |inner| Refusing {
+            inner,
+            overload: shared.clone(),
+        }))
+        .build();
+    (client, overload)
+}
+
+struct Refusing<S> {
+    inner: S,
+    overload: Arc<Overload>,
+}
+
+impl<S> Service<Request<Body>> for Refusing<S>
+where
+    S: Service<Request<Body>, Response = Response<Box<DynBody>>, Error = BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Box<DynBody>>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Self::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        if request.method() == Method::GET {
+            return Box::pin(self.inner.call(request));
+        }
+        if self.overload.refusing.load(Ordering::SeqCst) {
+            self.overload.refused.fetch_add(1, Ordering::SeqCst);
+            let refusal = self.overload.refusal();
+            return Box::pin(async move { Ok(refusal) });
+        }
+        self.overload.passed.fetch_add(1, Ordering::SeqCst);
+        Box::pin(self.inner.call(request))
+    }
+}
