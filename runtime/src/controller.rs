@@ -23,6 +23,9 @@ use crate::metrics::{MachineMetrics, Metrics};
 use crate::pace::Pace;
 use crate::reconcile::{Engine, EngineConfig, Events, Reconciled};
 use crate::scope::ScopedApi;
+use crate::shard::Sharding;
+use crate::shard_label::Labeller;
+use crate::shards::Shards;
 use crate::sources::Sources;
 use crate::watch::{self, Lenient};
 
@@ -52,6 +55,7 @@ pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 's
     metrics: Arc<MachineMetrics>,
     store: Arc<OnceLock<Store<K>>>,
     leader: Option<LeaderElection>,
+    sharding: Option<Sharding>,
     health: Health,
     caches: Caches,
 }
@@ -89,6 +93,7 @@ where
             metrics: Arc::new(Metrics::default().for_machine::<K>(Arc::new(OnceLock::new()))),
             store: Arc::new(OnceLock::new()),
             leader: None,
+            sharding: None,
             health: Health::default(),
             caches: Caches::default(),
         }
@@ -196,6 +201,18 @@ where
     #[must_use]
     pub fn leader_election(mut self, election: LeaderElection) -> Self {
         self.leader = Some(election);
+        self
+    }
+
+    /// Spread the objects over the replicas running with the same `sharding` (instead of
+    /// [`Operator::leader_election`], which it replaces): each reconciles and watches only the
+    /// objects of the shards it holds (see [`Sharding`]). Each object gets its shard label
+    /// once (one metadata patch), written by the replica holding shard 0. At most one replica
+    /// reconciles an object at any time; a crashed replica's shards are taken over after the
+    /// Lease duration; replicas joining or leaving rebalance the shards.
+    #[must_use]
+    pub fn sharding(mut self, sharding: Sharding) -> Self {
+        self.sharding = Some(sharding);
         self
     }
 
@@ -340,9 +357,19 @@ where
             .take()
             .unwrap_or_else(|| Box::pin(termination()))
             .shared();
+        if let Some(sharding) = self.sharding.take() {
+            if self.leader.take().is_some() {
+                tracing::warn!("sharding replaces leader election: each replica holds shards");
+            }
+            let shards = Shards::new(sharding, self.metrics.clone());
+            let leases = shards.clone().run(self.client.clone(), signal.clone());
+            let controller = self.run_controller(signal, Some(shards));
+            futures::future::join(leases, controller).await;
+            return Stopped::Signal;
+        }
         match self.leader.take() {
             None => {
-                self.run_controller(signal).await;
+                self.run_controller(signal, None).await;
                 Stopped::Signal
             }
             Some(election) => {
@@ -350,16 +377,30 @@ where
                 election
                     .lead(client, signal.clone(), |lost| async move {
                         let stop = futures::future::select(signal, lost).map(|_| ());
-                        self.run_controller(stop).await;
+                        self.run_controller(stop, None).await;
                     })
                     .await
             }
         }
     }
 
-    async fn run_controller(self, stop: impl Future<Output = ()> + Send + Sync + 'static) {
+    async fn run_controller(
+        self,
+        stop: impl Future<Output = ()> + Send + Sync + 'static,
+        shards: Option<Arc<Shards>>,
+    ) {
         let health = self.health.clone();
-        let (controller, engine) = self.build(stop);
+        let selector = self.watcher.label_selector.clone();
+        let api = K::Scope::api::<kube::core::PartialObjectMeta<K>>(
+            self.client.clone(),
+            self.namespace.as_deref(),
+        );
+        let (controller, engine) = self.build(stop, shards);
+        // With sharding: labels new objects while this replica serves shard 0.
+        let assigner = engine
+            .labeller
+            .clone()
+            .map(|labeller| tokio::spawn(labeller.assign(api, selector)));
         controller
             .run(Engine::reconcile, Engine::error_policy, engine)
             .for_each(|result| {
@@ -377,28 +418,36 @@ where
                 std::future::ready(())
             })
             .await;
+        if let Some(assigner) = assigner {
+            assigner.abort();
+        }
     }
 
     fn build(
         self,
         stop: impl Future<Output = ()> + Send + Sync + 'static,
+        shards: Option<Arc<Shards>>,
     ) -> (Controller<K>, Arc<Engine<K, H>>) {
         let namespace = self.namespace.as_deref();
         let api = K::Scope::api::<Lenient<K>>(self.client.clone(), namespace);
         let (reader, writer) = reflector::store::<K>();
         self.health.record_into(self.metrics.clone());
-        let objects = watch::objects(
-            api,
-            self.watcher,
-            writer,
-            self.metrics.clone(),
-            self.health.clone(),
-        );
+        let events = match &shards {
+            Some(shards) => watch::selected(api, self.watcher, shards.selector()).boxed(),
+            None => watcher::watcher(api, self.watcher).boxed(),
+        };
+        let objects = watch::objects(events, writer, self.metrics.clone(), self.health.clone());
         let mut controller = Controller::for_stream(objects, reader)
             .with_config(controller::Config::default().concurrency(self.concurrency))
             .trigger_backoff(ReconnectBackoff::new(self.config.reconnect_max));
         controller = self.sources.wire(controller, &self.client, namespace);
         let _ = self.store.set(controller.store());
+        let labeller = shards.map(|shards| Labeller {
+            client: self.client.clone(),
+            shards,
+            field_manager: self.config.field_manager.clone(),
+            metrics: self.metrics.clone(),
+        });
         let context = Arc::new(Context::with_manager(
             self.client,
             &self.config.reporter,
@@ -409,15 +458,18 @@ where
                 self.write_rate,
             ),
         ));
-        let engine = Arc::new(Engine::new(
-            self.namespace,
-            self.handler,
-            self.config,
-            self.metrics,
-            self.store,
-            self.health,
-            context,
-        ));
+        let engine = Arc::new(
+            Engine::new(
+                self.namespace,
+                self.handler,
+                self.config,
+                self.metrics,
+                self.store,
+                self.health,
+                context,
+            )
+            .sharded(labeller),
+        );
         let controller = controller
             .reconcile_on(engine.clone().recovery())
             .graceful_shutdown_on(stop);

@@ -43,7 +43,7 @@ where
             return Ok(match self.patch_finalizers(api, &object, &all).await? {
                 Write::Landed(added) => Gate::Proceed(added),
                 Write::Conflict => Gate::Stop(Attempt::Conflict),
-                Write::Gone => Gate::Stop(Attempt::Done(None)),
+                Write::Gone | Write::Fenced => Gate::Stop(Attempt::Done(None)),
             });
         }
         if !present {
@@ -65,7 +65,7 @@ where
             Write::Landed(_) => {}
             Write::Conflict => return Ok(Gate::Stop(Attempt::Conflict)),
             // Already gone (a stale duplicate of this step removed the finalizer).
-            Write::Gone => return Ok(Gate::Stop(Attempt::Done(None))),
+            Write::Gone | Write::Fenced => return Ok(Gate::Stop(Attempt::Done(None))),
         }
         // The memory stays until the object leaves the cache: its stale-cache guard keeps a late
         // copy that still shows the finalizer from running cleanup again.

@@ -41,6 +41,27 @@ impl Observed {
         matches!(&self.record, Some((Some(holder), _)) if holder == identity)
     }
 
+    /// Notes `lease` as read and tells whether it is free for `identity` to take: nobody
+    /// holds it, or its holder has not renewed it for its duration on this replica's clock.
+    pub fn free(&mut self, lease: Option<&Lease>, identity: &str, default: Duration) -> bool {
+        let Some(spec) = lease.and_then(|l| l.spec.as_ref()) else {
+            return true;
+        };
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        self.note(
+            holder.clone(),
+            spec.renew_time.as_ref().map(|t| t.0.to_string()),
+        );
+        let duration = spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(default, Duration::from_secs);
+        match holder {
+            None => true,
+            Some(holder) => holder != identity && !self.still_valid(duration),
+        }
+    }
+
     /// Whether a record held by someone else is still valid for `duration` since observed.
     fn still_valid(&self, duration: Duration) -> bool {
         self.at.is_some_and(|at| at.elapsed() < duration)
@@ -60,9 +81,20 @@ impl LeaseLock {
     /// Acquires the Lease if it is free or expired, or renews it if this replica holds it.
     /// `Ok(true)` when this replica holds it afterwards.
     pub async fn try_acquire_or_renew(&self, observed: &mut Observed) -> Result<bool, LeaseError> {
+        let current = self.api.get_opt(&self.name).await?;
+        self.acquire_or_renew(current, observed).await
+    }
+
+    /// [`LeaseLock::try_acquire_or_renew`] over `current`, the Lease as just read (`None`:
+    /// it does not exist).
+    pub async fn acquire_or_renew(
+        &self,
+        current: Option<Lease>,
+        observed: &mut Observed,
+    ) -> Result<bool, LeaseError> {
         let now = MicroTime(Timestamp::now());
         let seconds = i32::try_from(self.duration.as_secs()).unwrap_or(i32::MAX);
-        let Some(current) = self.api.get_opt(&self.name).await? else {
+        let Some(current) = current else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.name.clone()),
@@ -86,17 +118,9 @@ impl LeaseLock {
             };
         };
         let spec = current.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
-        observed.note(
-            holder.clone(),
-            spec.renew_time.as_ref().map(|t| t.0.to_string()),
-        );
-        let ours = holder.as_deref() == Some(self.identity.as_str());
-        let their_duration = spec
-            .lease_duration_seconds
-            .and_then(|s| u64::try_from(s).ok())
-            .map_or(self.duration, Duration::from_secs);
-        if holder.is_some() && !ours && observed.still_valid(their_duration) {
+        let ours = spec.holder_identity.as_deref() == Some(self.identity.as_str());
+        let free = observed.free(Some(&current), &self.identity, self.duration);
+        if !ours && !free {
             return Ok(false);
         }
         let mut renewed = spec.clone();

@@ -54,6 +54,9 @@ pub mod reconcile;
 mod repair;
 mod report;
 pub mod scope;
+pub mod shard;
+mod shard_label;
+mod shards;
 mod sources;
 pub mod status;
 pub mod step;
@@ -75,6 +78,7 @@ pub use leader::LeaderElection;
 pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, RetiredData, StateMachine};
 pub use next::{Choice, Cleanup, Next, Verdict};
 pub use reconcile::Events;
+pub use shard::{ShardKey, Sharding};
 pub use status::{MachineStatus, PhaseValue};
 pub use step::Step;
 

@@ -19,6 +19,8 @@
 //! | `kube_fsm_disconnected_seconds_total` | `machine` |
 //! | `kube_fsm_connected` (1 or 0) | `machine` |
 //! | `kube_fsm_remembered_objects` | `machine` |
+//! | `kube_fsm_shards_held` (with [`crate::Operator::sharding`]) | `machine` |
+//! | `kube_fsm_shard_labels_written_total` | `machine` |
 //! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `held`, `migrated`, `reset`) |
 //!
 //! A `phase` or `from` label is a declared phase name, `""` for none yet, or `Unknown` for any
@@ -140,6 +142,8 @@ struct Families {
     disconnected: Family<MachineLabels, Counter<f64, AtomicU64>>,
     connected: Family<MachineLabels, Gauge>,
     remembered: Family<MachineLabels, Gauge>,
+    shards_held: Family<MachineLabels, Gauge>,
+    shard_labels: Family<MachineLabels, Counter>,
     objects: ObjectsCollector,
 }
 
@@ -162,6 +166,8 @@ impl Default for Families {
             disconnected: Family::default(),
             connected: Family::default(),
             remembered: Family::default(),
+            shards_held: Family::default(),
+            shard_labels: Family::default(),
             objects: ObjectsCollector::default(),
         }
     }
@@ -251,6 +257,16 @@ impl Metrics {
             "kube_fsm_remembered_objects",
             "Objects the engine keeps per-object memory for (bounded by twice the cache)",
             f.remembered.clone(),
+        );
+        r.register(
+            "kube_fsm_shards_held",
+            "Shards whose Leases this replica holds and serves",
+            f.shards_held.clone(),
+        );
+        r.register(
+            "kube_fsm_shard_labels_written",
+            "Objects this replica wrote the shard label on (once per object)",
+            f.shard_labels.clone(),
         );
         r.register(
             "kube_fsm_connected",
@@ -459,6 +475,22 @@ impl MachineMetrics {
             .remembered
             .get_or_create(&self.machine())
             .set(i64::try_from(objects).unwrap_or(i64::MAX));
+    }
+
+    /// Records how many shards this replica serves.
+    pub fn shards_held(&self, shards: usize) {
+        self.families
+            .shards_held
+            .get_or_create(&self.machine())
+            .set(i64::try_from(shards).unwrap_or(i64::MAX));
+    }
+
+    /// Records a shard label written.
+    pub fn shard_labelled(&self) {
+        self.families
+            .shard_labels
+            .get_or_create(&self.machine())
+            .inc();
     }
 
     /// Records an outage that lasted `took`.

@@ -27,6 +27,7 @@ use crate::machine::Phase;
 use crate::memory::Memory;
 use crate::metrics::{MachineMetrics, ReconcileResult};
 use crate::scope::ScopedApi;
+use crate::shard_label::Labeller;
 use crate::status::PhaseValue;
 use crate::step_plan::{self, Plan, StepError};
 use crate::write::Write;
@@ -188,7 +189,7 @@ impl<K> From<Write<K>> for Option<Attempt> {
         match write {
             Write::Landed(_) => None,
             Write::Conflict => Some(Attempt::Conflict),
-            Write::Gone => Some(Attempt::Done(None)),
+            Write::Gone | Write::Fenced => Some(Attempt::Done(None)),
         }
     }
 }
@@ -208,6 +209,8 @@ pub struct Engine<K: Resource<DynamicType = ()> + crate::StateMachine, H> {
     cache: Arc<OnceLock<Store<K>>>,
     /// The connection to the API server.
     pub(crate) health: Health,
+    /// With sharding: the shards this replica serves, and the writer of their labels.
+    pub(crate) labeller: Option<Labeller>,
 }
 
 impl<K: Resource<DynamicType = ()> + crate::StateMachine, H> Debug for Engine<K, H> {
@@ -245,7 +248,14 @@ where
             memory: Memory::default(),
             cache,
             health,
+            labeller: None,
         }
+    }
+
+    /// With sharding: reconcile only the objects of the shards `labeller` serves.
+    pub(crate) fn sharded(mut self, labeller: Option<Labeller>) -> Self {
+        self.labeller = labeller;
+        self
     }
 
     /// The handler.
@@ -280,6 +290,10 @@ where
         {
             return Ok(Action::await_change());
         }
+        let _in_flight = match engine.shard_gate(&object).await {
+            Some(in_flight) => in_flight,
+            None => return Ok(Action::await_change()),
+        };
         let key = ObjectRef::from_obj(object.as_ref());
         let span = tracing::info_span!(
             "reconcile",

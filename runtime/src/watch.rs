@@ -141,10 +141,66 @@ fn decoded<K: Resource>(
     })
 }
 
-/// The objects of `api` as a trigger stream for kube's `Controller`, cached in `writer`.
-pub(crate) fn objects<K>(
-    api: Api<Lenient<K>>,
+/// The watch events of `api`'s objects that match `config` and the label selector `selector`
+/// holds: the watch starts over (a new list) whenever the selector changes; while it is
+/// `None`, the objects are none (an empty list).
+pub(crate) fn selected<K>(
+    api: Api<K>,
     config: watcher::Config,
+    selector: tokio::sync::watch::Receiver<Option<String>>,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    type Events<K> = futures::stream::BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
+    let start = move |selector: &Option<String>| -> Events<K> {
+        match selector {
+            None => futures::stream::iter([Ok(watcher::Event::Init), Ok(watcher::Event::InitDone)])
+                .chain(futures::stream::pending())
+                .boxed(),
+            Some(ours) => {
+                let labels = match &config.label_selector {
+                    Some(theirs) => format!("{theirs},{ours}"),
+                    None => ours.clone(),
+                };
+                watcher(api.clone(), config.clone().labels(&labels)).boxed()
+            }
+        }
+    };
+    futures::stream::unfold(
+        (selector, None::<Events<K>>),
+        move |(mut selector, current)| {
+            let start = start.clone();
+            async move {
+                let mut current = match current {
+                    Some(current) => current,
+                    None => start(&selector.borrow_and_update()),
+                };
+                loop {
+                    tokio::select! {
+                        event = current.next() => {
+                            return event.map(|event| (event, (selector, Some(current))));
+                        }
+                        changed = selector.changed() => {
+                            if changed.is_ok() {
+                                current = start(&selector.borrow_and_update());
+                            } else {
+                                // Nobody changes the selection any more: keep this watch.
+                                let event = current.next().await?;
+                                return Some((event, (selector, Some(current))));
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// The objects of `events` (a watch) as a trigger stream for kube's `Controller`, cached in
+/// `writer`.
+pub(crate) fn objects<K>(
+    events: impl Stream<Item = Result<watcher::Event<Lenient<K>>, watcher::Error>> + Send + 'static,
     writer: Writer<K>,
     metrics: Arc<MachineMetrics>,
     health: Health,
@@ -157,7 +213,7 @@ where
         seen: Mutex::new(HashSet::new()),
     };
     // No backoff here: the controller backs off on the errors of every watch it runs.
-    let events = watcher(api, config).filter_map(move |event| {
+    let events = events.filter_map(move |event| {
         let event = match event {
             Ok(event) => {
                 health.restored();

@@ -17,6 +17,8 @@ pub(crate) enum Write<K> {
     Conflict,
     /// 404: the object is gone.
     Gone,
+    /// Not written: its shard is no longer served by this replica (see [`crate::shards`]).
+    Fenced,
 }
 
 /// Where a patch goes.
@@ -63,6 +65,11 @@ where
         patch: &Value,
         target: Target,
     ) -> Result<Write<K>, ReconcileError> {
+        if let Some(labeller) = &self.labeller
+            && !labeller.shards.serves(object.meta())
+        {
+            return Ok(Write::Fenced);
+        }
         let based_on = object.resource_version();
         let mut patch = patch.clone();
         patch["metadata"]["resourceVersion"] = based_on.clone().into();

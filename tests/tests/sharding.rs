@@ -1,0 +1,304 @@
+//! Sharding on the real API server: replicas split the shards through their Leases, each
+//! reconciles only its shards' objects, never two replicas one object at once (also while
+//! they rebalance), a killed replica's shards are taken over, and each object's shard label is
+//! written once.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use kube_fsm::conditions::ConditionError;
+use kube_fsm::{Cleanup, Sharding, Step};
+use kube_fsm_tests::cluster::{self, eventually, phase_of};
+use kube_fsm_tests::handlers::Databases;
+use kube_fsm_tests::metrics::Recorded;
+use kube_fsm_tests::operator::{self, Running};
+use kube_fsm_tests::resources::*;
+use serde_json::json;
+
+const SHARDS: u32 = 6;
+
+/// Who is reconciling which object right now, and who ever did; shared by the replicas of
+/// one test (they run in one process).
+#[derive(Debug, Default)]
+struct Ledger {
+    active: HashMap<String, &'static str>,
+    overlaps: Vec<String>,
+    by: HashMap<String, BTreeSet<&'static str>>,
+}
+
+/// The plain Database handlers of one replica, each step taking 30 ms (so that overlapping
+/// reconciles would be seen) and noted in the ledger.
+#[derive(Clone)]
+struct Noted {
+    replica: &'static str,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl Noted {
+    async fn around<T>(&self, db: &Database, step: impl Future<Output = T>) -> T {
+        let uid = db.uid().unwrap_or_default();
+        {
+            let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(other) = ledger.active.insert(uid.clone(), self.replica) {
+                let overlap = format!("{} by {other} and {}", db.name_any(), self.replica);
+                ledger.overlaps.push(overlap);
+            }
+            ledger
+                .by
+                .entry(uid.clone())
+                .or_default()
+                .insert(self.replica);
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let out = step.await;
+        self.ledger
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .active
+            .remove(&uid);
+        out
+    }
+}
+
+impl DatabaseHandler for Noted {
+    type Error = ConditionError;
+
+    async fn on_pending(
+        &self,
+        db: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabasePendingNext, ConditionError> {
+        self.around(db, Databases.on_pending(db, step)).await
+    }
+
+    async fn on_provisioning(
+        &self,
+        db: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseProvisioningNext, ConditionError> {
+        self.around(db, Databases.on_provisioning(db, step)).await
+    }
+
+    async fn on_running(
+        &self,
+        db: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseRunningNext, ConditionError> {
+        self.around(db, Databases.on_running(db, step)).await
+    }
+
+    async fn on_degraded(
+        &self,
+        db: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseDegradedNext, ConditionError> {
+        Databases.on_degraded(db, step).await
+    }
+
+    async fn cleanup(&self, db: &Database) -> Result<Cleanup, ConditionError> {
+        Databases.cleanup(db).await
+    }
+}
+
+/// One replica: an operator with `sharding` as `replica`, its metrics and its run.
+fn replica(
+    client: &kube::Client,
+    ns: &str,
+    replica: &'static str,
+    ledger: &Arc<Mutex<Ledger>>,
+) -> (Running, Recorded) {
+    let recorded = Recorded::default();
+    let sharding = Sharding::new("fsm-shards", ns, SHARDS)
+        .identity(replica)
+        .duration(Duration::from_secs(4));
+    let handler = Noted {
+        replica,
+        ledger: ledger.clone(),
+    };
+    let operator = operator::in_namespace::<Database, _>(client, ns, handler)
+        .sharding(sharding)
+        .metrics(recorded.metrics());
+    (Running::spawn(operator), recorded)
+}
+
+fn held(recorded: &Recorded) -> f64 {
+    recorded.sum("kube_fsm_shards_held", "Database")
+}
+
+fn labels_written(recorded: &Recorded) -> f64 {
+    recorded.sum("kube_fsm_shard_labels_written_total", "Database")
+}
+
+/// Waits until every object of `api` (there are `count`) is Running at its generation.
+async fn all_running(api: &Api<Database>, count: usize) -> Vec<Database> {
+    eventually(Duration::from_secs(60), || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        let done = list.items.len() == count
+            && list.items.iter().all(|db| {
+                phase_of(db).as_deref() == Some("Running")
+                    && db
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.machine.observed_generation)
+                        == db.metadata.generation
+            });
+        done.then_some(list.items)
+    })
+    .await
+    .expect("every object reached Running at its generation")
+}
+
+/// Every object carries the label of its shard (the FNV-1a hash of its UID).
+fn assert_labelled(objects: &[Database]) {
+    for db in objects {
+        let expected = kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), SHARDS);
+        assert_eq!(
+            db.labels().get("shard.kube-fsm.io/fsm-shards"),
+            Some(&expected.to_string()),
+            "{}",
+            db.name_any()
+        );
+    }
+}
+
+async fn create(api: &Api<Database>, prefix: &str, count: usize) {
+    for i in 0..count {
+        api.create(
+            &PostParams::default(),
+            &Database::sample(&format!("{prefix}-{i}")),
+        )
+        .await
+        .expect("create");
+    }
+}
+
+#[tokio::test]
+async fn two_replicas_split_the_shards_and_never_reconcile_one_object_at_once() {
+    let Some((client, ns)) = cluster::prepare(
+        "two_replicas_split_the_shards_and_never_reconcile_one_object_at_once",
+        "fsm-shards",
+    )
+    .await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let (a, a_metrics) = replica(&client, &ns, "replica-a", &ledger);
+    create(&api, "first", 30).await;
+    eventually(Duration::from_secs(20), || async {
+        (held(&a_metrics) == f64::from(SHARDS)).then_some(())
+    })
+    .await
+    .expect("a lone replica holds every shard");
+    // The second replica joins while objects are mid-way: the shards are rebalanced under load.
+    let (b, b_metrics) = replica(&client, &ns, "replica-b", &ledger);
+    create(&api, "second", 30).await;
+    eventually(Duration::from_secs(30), || async {
+        (held(&a_metrics) == 3.0 && held(&b_metrics) == 3.0).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the shards split 3 + 3, not {} + {}",
+            held(&a_metrics),
+            held(&b_metrics)
+        )
+    });
+    // A spec change of every object: a reconcile each, on whichever replica holds it.
+    for db in api.list(&ListParams::default()).await.expect("list") {
+        api.patch(
+            &db.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "version": "17" } })),
+        )
+        .await
+        .expect("spec change");
+    }
+    let objects = all_running(&api, 60).await;
+    {
+        let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(ledger.overlaps.is_empty(), "{:?}", ledger.overlaps);
+        let b_objects = ledger
+            .by
+            .values()
+            .filter(|r| r.contains("replica-b"))
+            .count();
+        eprintln!("replica-b reconciled {b_objects} of 60 objects");
+        assert!(b_objects > 0, "the second replica took on work");
+    }
+    assert_labelled(&objects);
+    let written = labels_written(&a_metrics) + labels_written(&b_metrics);
+    assert_eq!(written, 60.0, "one label write per object");
+
+    // B leaves gracefully: A takes its shards back at once (released, not expired) and
+    // relabels nothing.
+    b.stop().await;
+    eventually(Duration::from_secs(10), || async {
+        (held(&a_metrics) == f64::from(SHARDS)).then_some(())
+    })
+    .await
+    .expect("the remaining replica holds every shard again");
+    create(&api, "third", 5).await;
+    let objects = all_running(&api, 65).await;
+    assert_labelled(&objects);
+    assert_eq!(
+        labels_written(&a_metrics) + labels_written(&b_metrics),
+        65.0,
+        "no object labelled twice"
+    );
+    {
+        let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(ledger.overlaps.is_empty(), "{:?}", ledger.overlaps);
+    }
+    a.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_replicas_shards_are_taken_over_within_the_lease_duration() {
+    let Some((client, ns)) =
+        cluster::prepare("a_killed_replicas_shards_are_taken_over", "fsm-shards-kill").await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let (a, a_metrics) = replica(&client, &ns, "replica-a", &ledger);
+    let (b, b_metrics) = replica(&client, &ns, "replica-b", &ledger);
+    eventually(Duration::from_secs(30), || async {
+        (held(&a_metrics) == 3.0 && held(&b_metrics) == 3.0).then_some(())
+    })
+    .await
+    .expect("the shards split 3 + 3");
+    create(&api, "before", 10).await;
+    all_running(&api, 10).await;
+    // A dies without releasing anything; objects created now fall into its shards too (and
+    // whoever holds shard 0 labels them).
+    a.crash().await;
+    let killed = std::time::Instant::now();
+    create(&api, "after", 20).await;
+    let objects = all_running(&api, 30).await;
+    let took = killed.elapsed();
+    eprintln!("all 30 Running {took:?} after the kill (Lease duration 4 s)");
+    assert_eq!(held(&b_metrics), f64::from(SHARDS), "B holds every shard");
+    assert_labelled(&objects);
+    let after_by_a = {
+        let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(ledger.overlaps.is_empty(), "{:?}", ledger.overlaps);
+        objects
+            .iter()
+            .filter(|db| db.name_any().starts_with("after"))
+            .filter(|db| {
+                ledger
+                    .by
+                    .get(&db.uid().unwrap_or_default())
+                    .is_some_and(|r| r.contains("replica-a"))
+            })
+            .count()
+    };
+    assert_eq!(after_by_a, 0, "the killed replica reconciled nothing more");
+    b.stop().await;
+}
