@@ -5,7 +5,7 @@
 //! kube-fsm-examples crd                      print the CRD as YAML (with the CEL rules and columns)
 //! kube-fsm-examples diagram [--dot]          print the machine as Mermaid (or Graphviz DOT)
 //! kube-fsm-examples run [--namespace NS] [--events all|warnings|off] [--concurrency N]
-//!                        [--handler-latency MS]
+//!                        [--handler-latency MS] [--shards N [--shard-key uid|namespace]]
 //!                                            run the operator until Ctrl-C / SIGTERM
 //! kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
 //!                        [--platform-namespace NS] [--timeout SECS] [--keep]
@@ -41,15 +41,18 @@ usage:
       print the Database state machine as a Mermaid state diagram (or Graphviz DOT)
   kube-fsm-examples run [--namespace NS] [--metrics-addr ADDR] [--events all|warnings|off]
                         [--concurrency N] [--handler-latency MS]
-                        [--leader-elect [--identity ID] [--lease-namespace NS]
-                        [--lease-duration SECS]]
+                        [--leader-elect | --shards N [--shard-key uid|namespace]]
+                        [--identity ID] [--lease-namespace NS] [--lease-duration SECS]
       run the operator (all namespaces by default) until Ctrl-C or SIGTERM, serving
       /metrics, /healthz and /readyz on ADDR (default 0.0.0.0:8080); with --leader-elect, only the
       replica holding the Lease kube-fsm-examples (in --lease-namespace, default the watched
       namespace or default; duration default 15 s) reconciles; --events: which of the engine's
       Events to record (default all); --concurrency: reconciles at once (default 32, 0 =
       unbounded); --handler-latency: the Pending and Provisioning handlers first wait MS
-      milliseconds, as on an external system (default 0)
+      milliseconds, as on an external system (default 0); with --shards N, replicas split
+      the objects into N shards (Leases kube-fsm-examples-shard-I in --lease-namespace; by
+      the object's UID or, with --shard-key namespace, its namespace) and each reconciles
+      and watches only the shards it holds
   kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
                          [--platform-namespace NS] [--timeout SECS] [--keep]
       database: install the CRD, create N Databases (default 5) in NS (default kube-fsm-demo),
@@ -72,7 +75,7 @@ RUST_LOG sets the log filter (default: warn for demo and bench-scale, info for r
 enum Command {
     Crd,
     Diagram { dot: bool },
-    Run(operator::RunOptions),
+    Run(Box<operator::RunOptions>),
     Demo(Vec<Demo>),
     Bench(bench::BenchOptions),
 }
@@ -147,11 +150,12 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
             let lease_duration = Duration::from_secs(args.number("--lease-duration", 15)?);
             let election = leader_elect.then(|| {
                 let lease_ns = lease_namespace
+                    .clone()
                     .or_else(|| namespace.clone())
                     .unwrap_or_else(|| "default".into());
                 let election = kube_fsm::LeaderElection::new("kube-fsm-examples", lease_ns)
                     .duration(lease_duration);
-                match identity {
+                match identity.clone() {
                     Some(identity) => election.identity(identity),
                     None => election,
                 }
@@ -166,18 +170,41 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
                     ));
                 }
             };
+            let shards = args.number("--shards", 0)?;
+            let shard_key = match args.value("--shard-key")?.as_deref() {
+                None | Some("uid") => kube_fsm::ShardKey::Uid,
+                Some("namespace") => kube_fsm::ShardKey::Namespace,
+                Some(other) => {
+                    return Err(format!("--shard-key takes uid or namespace, not {other:?}"));
+                }
+            };
+            let sharding = (shards > 0).then(|| {
+                let lease_ns = lease_namespace
+                    .clone()
+                    .or_else(|| namespace.clone())
+                    .unwrap_or_else(|| "default".into());
+                let shards = u32::try_from(shards).unwrap_or(u32::MAX);
+                let sharding = kube_fsm::Sharding::new("kube-fsm-examples", lease_ns, shards)
+                    .key(shard_key)
+                    .duration(lease_duration);
+                match identity.clone() {
+                    Some(identity) => sharding.identity(identity),
+                    None => sharding,
+                }
+            });
             let concurrency = args.number(
                 "--concurrency",
                 u64::from(kube_fsm::controller::DEFAULT_CONCURRENCY),
             )?;
-            Command::Run(operator::RunOptions {
+            Command::Run(Box::new(operator::RunOptions {
                 namespace,
                 metrics_addr,
                 election,
                 events,
                 concurrency: u16::try_from(concurrency).map_err(|e| e.to_string())?,
                 handler_latency: Duration::from_millis(args.number("--handler-latency", 0)?),
-            })
+                sharding,
+            }))
         }
         "demo" => {
             let example = args.value("--example")?.unwrap_or_else(|| "all".into());
@@ -287,7 +314,7 @@ async fn main() -> ExitCode {
         }
         Command::Run(options) => {
             init_logging("info");
-            operator::run(options).await
+            operator::run(*options).await
         }
         Command::Demo(demos) => {
             init_logging("warn");

@@ -82,6 +82,8 @@ pub struct RunOptions {
     pub concurrency: u16,
     /// How long the Pending and Provisioning handlers wait, as on an external system.
     pub handler_latency: std::time::Duration,
+    /// Spread the objects over the replicas running with the same sharding.
+    pub sharding: Option<kube_fsm::Sharding>,
 }
 
 /// `run`: the operator as it would run in a cluster, until Ctrl-C or SIGTERM (or, with leader
@@ -104,6 +106,13 @@ pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
         "starting the {} operator",
         database::DatabasePhase::MACHINE.kind
     );
+    if let Some(sharding) = options.sharding {
+        tracing::info!(
+            identity = sharding.identity_str(),
+            "holding a share of the shards"
+        );
+        operator = operator.sharding(sharding);
+    }
     if let Some(election) = options.election {
         tracing::info!(identity = election.identity_str(), "waiting for the Lease");
         operator = operator.leader_election(election);

@@ -224,19 +224,24 @@ impl Shards {
         }
         observed.insert(member.name.clone(), own);
         let prefix = sharding.member_prefix();
-        let members = by_name
-            .iter()
-            .filter(|(name, _)| name.starts_with(&prefix))
-            .filter(|(name, lease)| {
-                **name == member.name
-                    || !observed.entry((*name).clone()).or_default().free(
-                        Some(lease),
-                        "",
-                        sharding.duration,
-                    )
-            })
-            .count();
-        let share = fair_share(sharding.shards, members.max(1));
+        let mut members = 0;
+        let mut gone = Vec::new();
+        for (name, lease) in by_name.iter().filter(|(name, _)| name.starts_with(&prefix)) {
+            let seen = observed.entry(name.clone()).or_default();
+            if *name != member.name && seen.free(Some(lease), "", sharding.duration) {
+                gone.push(name.clone());
+            } else {
+                members += 1;
+            }
+        }
+        // Replicas that left without a word (killed): their membership expired; tidy up.
+        for name in gone {
+            observed.remove(&name);
+            if let Err(err) = api.delete(&name, &DeleteParams::default()).await {
+                tracing::debug!(%err, lease = name, "could not delete an expired membership");
+            }
+        }
+        let share = fair_share(sharding.shards, members);
 
         let held: Vec<u32> = self.lock().keys().copied().collect();
         for shard in held {

@@ -13,6 +13,8 @@
 //!
 //! An operator `kube-fsm@concurrency=64+handler-latency=50` runs the example with
 //! `--concurrency 64 --handler-latency 50`: several settings side by side in one run.
+//! `replicas=R` runs R processes of it (add `shards=S` to split the work); RSS is then the
+//! largest replica's, CPU the sum of all.
 //!
 //! Needs `KUBECONFIG` (a dedicated `scripts/envtest`, so that no other client's requests are
 //! counted; `KUBE_FSM_ENVTEST_DIR` locates its kube-apiserver's pid for its CPU time) and the
@@ -218,35 +220,55 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
         namespaces.push(cluster::namespace(client, "scale").await);
     }
     let (program, settings) = operator.split_once('@').unwrap_or((operator, ""));
-    let mut command = match program {
-        "kube-fsm" => {
-            let mut c = tokio::process::Command::new(sibling("kube-fsm-examples")?);
-            c.args([
-                "run",
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--events",
-                &options.events,
-            ]);
-            for setting in settings.split('+').filter(|s| !s.is_empty()) {
-                let (flag, value) = setting
-                    .split_once('=')
-                    .ok_or(format!("{setting}: not flag=value"))?;
-                c.args([format!("--{flag}"), value.to_owned()]);
-            }
-            c
+    let mut flags = Vec::new();
+    let mut replicas = 1;
+    for setting in settings.split('+').filter(|s| !s.is_empty()) {
+        let (flag, value) = setting
+            .split_once('=')
+            .ok_or(format!("{setting}: not flag=value"))?;
+        if flag == "replicas" {
+            replicas = value
+                .parse()
+                .map_err(|_| format!("{setting}: not a number"))?;
+        } else {
+            flags.extend([format!("--{flag}"), value.to_owned()]);
         }
-        "reference" => tokio::process::Command::new(sibling("reference-controller")?),
-        other => return Err(format!("unknown operator {other}").into()),
-    };
-    let mut child = command
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let pid = child.id().ok_or("the operator exited at once")?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let mut children = Vec::new();
+    for replica in 0..replicas {
+        let mut command = match program {
+            "kube-fsm" => {
+                let mut c = tokio::process::Command::new(sibling("kube-fsm-examples")?);
+                c.args([
+                    "run",
+                    "--metrics-addr",
+                    "127.0.0.1:0",
+                    "--events",
+                    &options.events,
+                    "--identity",
+                    &format!("scale-{replica}"),
+                ]);
+                c.args(&flags);
+                c
+            }
+            "reference" => tokio::process::Command::new(sibling("reference-controller")?),
+            other => return Err(format!("unknown operator {other}").into()),
+        };
+        children.push(
+            command
+                .env("RUST_LOG", "error")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()?,
+        );
+    }
+    let pids: Vec<u32> = children
+        .iter()
+        .map(|c| c.id().ok_or("the operator exited at once"))
+        .collect::<Result<_, _>>()?;
+    // Replicas first share out the shards (a few Lease rounds).
+    tokio::time::sleep(Duration::from_secs(if replicas > 1 { 8 } else { 2 })).await;
 
     // Who is Running, and since when, seen by a watch of our own.
     let running: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
@@ -311,7 +333,10 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     }
     let converge = start.elapsed();
     let after = counters(client).await;
-    let (cpu, rss) = process_stats(pid).unwrap_or((0.0, 0));
+    let (cpu, rss) = pids
+        .iter()
+        .filter_map(|pid| process_stats(*pid))
+        .fold((0.0, 0), |(cpu, rss), (c, r)| (cpu + c, rss.max(r)));
     let apiserver_cpu = apiserver_pid()
         .and_then(process_stats)
         .zip(apiserver_before)
@@ -354,7 +379,9 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
             .await?;
     }
     watch.abort();
-    child.kill().await?;
+    for mut child in children {
+        child.kill().await?;
+    }
     Ok(Run {
         operator: operator.to_owned(),
         converge,
