@@ -20,7 +20,7 @@ use kube::{Api, Client};
 use tokio::time::Instant;
 
 use crate::controller::Stopped;
-use crate::lease::{LeaseLock, Observed};
+use crate::lease::{LeaseLock, Observed, Timing};
 
 /// Completes when this replica loses the Lease.
 pub(crate) type Lost = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
@@ -38,10 +38,7 @@ pub(crate) type Lost = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 pub struct LeaderElection {
     lease: String,
     namespace: String,
-    identity: String,
-    duration: Duration,
-    renew_deadline: Duration,
-    retry_period: Duration,
+    timing: Timing,
 }
 
 impl LeaderElection {
@@ -49,21 +46,17 @@ impl LeaderElection {
     /// = the host name plus a random suffix, lease duration 15 s, renew deadline 10 s, retry
     /// period 2 s.
     pub fn new(lease: impl Into<String>, namespace: impl Into<String>) -> Self {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "kube-fsm".into());
         LeaderElection {
             lease: lease.into(),
             namespace: namespace.into(),
-            identity: format!("{host}-{:08x}", fastrand::u32(..)),
-            duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            timing: Timing::default(),
         }
     }
 
     /// This replica's name in the Lease (unique among the replicas; a Pod name fits).
     #[must_use]
     pub fn identity(mut self, identity: impl Into<String>) -> Self {
-        self.identity = identity.into();
+        self.timing.identity = identity.into();
         self
     }
 
@@ -72,9 +65,7 @@ impl LeaderElection {
     /// deadline and retry period shrink to fit when needed (at most 2/3 and 1/5 of it).
     #[must_use]
     pub fn duration(mut self, duration: Duration) -> Self {
-        self.duration = Duration::from_secs(duration.as_secs().max(2));
-        self.renew_deadline = self.renew_deadline.min(self.duration * 2 / 3);
-        self.retry_period = self.retry_period.min(self.duration / 5);
+        self.timing.set_duration(duration);
         self
     }
 
@@ -82,36 +73,25 @@ impl LeaderElection {
     /// at least twice the retry period).
     #[must_use]
     pub fn renew_deadline(mut self, deadline: Duration) -> Self {
-        self.renew_deadline = deadline.clamp(self.retry_period * 2, self.duration * 9 / 10);
+        self.timing.set_renew_deadline(deadline);
         self
     }
 
     /// How often the holder renews, and others try to acquire (at least 100 ms).
     #[must_use]
     pub fn retry_period(mut self, period: Duration) -> Self {
-        self.retry_period = period
-            .max(Duration::from_millis(100))
-            .min(self.renew_deadline / 2);
+        self.timing.set_retry_period(period);
         self
     }
 
     /// This replica's identity.
     pub fn identity_str(&self) -> &str {
-        &self.identity
+        &self.timing.identity
     }
 
     fn lock(&self, client: Client) -> LeaseLock {
-        LeaseLock {
-            api: Api::<Lease>::namespaced(client, &self.namespace),
-            name: self.lease.clone(),
-            identity: self.identity.clone(),
-            duration: self.duration,
-        }
-    }
-
-    /// A pause of about one retry period (jittered by up to 20 %, as client-go's).
-    async fn pause(&self) {
-        tokio::time::sleep(self.retry_period.mul_f64(1.0 + fastrand::f64() * 0.2)).await;
+        let api = Api::<Lease>::namespaced(client, &self.namespace);
+        self.timing.lock(&api, self.lease.clone())
     }
 
     /// Waits for the Lease, runs `body` while holding it (`body` is given a future that
@@ -137,7 +117,7 @@ impl LeaderElection {
             }
             tokio::select! {
                 () = signal.clone() => return Stopped::Signal,
-                () = self.pause() => {}
+                () = self.timing.pause() => {}
             }
         }
     }
@@ -149,7 +129,7 @@ impl LeaderElection {
         F: FnOnce(Lost) -> Fut,
         Fut: Future<Output = ()>,
     {
-        tracing::info!(lease = %self.lease, identity = %self.identity, "leading");
+        tracing::info!(lease = %self.lease, identity = %self.timing.identity, "leading");
         let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
         let body = body(Box::pin(async move {
             let _ = lost_rx.await;
@@ -160,7 +140,7 @@ impl LeaderElection {
         tokio::select! {
             () = &mut body => {
                 match lock.release().await {
-                    Ok(()) => tracing::info!(lease = %self.lease, identity = %self.identity, "released the Lease"),
+                    Ok(()) => tracing::info!(lease = %self.lease, identity = %self.timing.identity, "released the Lease"),
                     Err(err) => tracing::warn!(lease = %self.lease, %err, "could not release the Lease"),
                 }
                 return Stopped::Signal;
@@ -171,11 +151,15 @@ impl LeaderElection {
         // In-flight reconciles may finish within half the margin before the Lease could expire
         // for others; past that they are cancelled, so nothing of this replica's runs once
         // another may lead.
-        let grace = self.duration.saturating_sub(self.renew_deadline) / 2;
+        let grace = self
+            .timing
+            .duration
+            .saturating_sub(self.timing.renew_deadline)
+            / 2;
         if tokio::time::timeout(grace, body).await.is_err() {
             tracing::warn!(lease = %self.lease, ?grace, "in-flight reconciles cancelled after losing the Lease");
         }
-        tracing::warn!(lease = %self.lease, identity = %self.identity, "lost the Lease; stopped");
+        tracing::warn!(lease = %self.lease, identity = %self.timing.identity, "lost the Lease; stopped");
         Stopped::LeaseLost
     }
 
@@ -185,14 +169,17 @@ impl LeaderElection {
         let mut observed = Observed::default();
         let mut last_renewed = acquired;
         loop {
-            self.pause().await;
+            self.timing.pause().await;
             let started = Instant::now();
-            let left = self.renew_deadline.saturating_sub(last_renewed.elapsed());
+            let left = self
+                .timing
+                .renew_deadline
+                .saturating_sub(last_renewed.elapsed());
             match tokio::time::timeout(left, lock.try_acquire_or_renew(&mut observed)).await {
                 Ok(Ok(true)) => last_renewed = started,
                 // Refused: a conflict while we still hold it is retried; another holder is loss.
                 Ok(Ok(false)) if !observed.held_by(&lock.identity) => {
-                    tracing::warn!(lease = %self.lease, identity = %self.identity, "another replica holds the Lease; stopping");
+                    tracing::warn!(lease = %self.lease, identity = %self.timing.identity, "another replica holds the Lease; stopping");
                     return;
                 }
                 Ok(Ok(false)) => {}
@@ -201,11 +188,11 @@ impl LeaderElection {
                 }
                 Err(_) => {}
             }
-            if last_renewed.elapsed() >= self.renew_deadline {
+            if last_renewed.elapsed() >= self.timing.renew_deadline {
                 tracing::warn!(
                     lease = %self.lease,
-                    identity = %self.identity,
-                    deadline = ?self.renew_deadline,
+                    identity = %self.timing.identity,
+                    deadline = ?self.timing.renew_deadline,
                     "could not renew the Lease within the renew deadline; stopping"
                 );
                 return;

@@ -42,7 +42,8 @@ impl Observed {
     }
 
     /// Notes `lease` as read and tells whether it is free for `identity` to take: nobody
-    /// holds it, or its holder has not renewed it for its duration on this replica's clock.
+    /// holds it, `identity` does (a restarted replica of the same name takes its own back), or
+    /// its holder has not renewed it for its duration on this replica's clock.
     pub fn free(&mut self, lease: Option<&Lease>, identity: &str, default: Duration) -> bool {
         let Some(spec) = lease.and_then(|l| l.spec.as_ref()) else {
             return true;
@@ -58,13 +59,73 @@ impl Observed {
             .map_or(default, Duration::from_secs);
         match holder {
             None => true,
-            Some(holder) => holder != identity && !self.still_valid(duration),
+            Some(holder) => holder == identity || !self.still_valid(duration),
         }
     }
 
     /// Whether a record held by someone else is still valid for `duration` since observed.
     fn still_valid(&self, duration: Duration) -> bool {
         self.at.is_some_and(|at| at.elapsed() < duration)
+    }
+}
+
+/// Who this replica is among the holders of a set of Leases, and client-go's timing for them
+/// (`LeaseDuration`, `RenewDeadline`, `RetryPeriod`): shared by leader election and sharding.
+#[derive(Clone, Debug)]
+pub(crate) struct Timing {
+    pub identity: String,
+    pub duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl Default for Timing {
+    /// Identity = the host name plus a random suffix; 15 s, 10 s, 2 s.
+    fn default() -> Self {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "kube-fsm".into());
+        Timing {
+            identity: format!("{host}-{:08x}", fastrand::u32(..)),
+            duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Timing {
+    /// Whole seconds, at least 2; the renew deadline and retry period shrink to fit (at most
+    /// 2/3 and 1/5 of it).
+    pub fn set_duration(&mut self, duration: Duration) {
+        self.duration = Duration::from_secs(duration.as_secs().max(2));
+        self.renew_deadline = self.renew_deadline.min(self.duration * 2 / 3);
+        self.retry_period = self.retry_period.min(self.duration / 5);
+    }
+
+    /// Less than the duration; at least twice the retry period.
+    pub fn set_renew_deadline(&mut self, deadline: Duration) {
+        self.renew_deadline = deadline.clamp(self.retry_period * 2, self.duration * 9 / 10);
+    }
+
+    /// At least 100 ms, at most half the renew deadline.
+    pub fn set_retry_period(&mut self, period: Duration) {
+        self.retry_period = period
+            .max(Duration::from_millis(100))
+            .min(self.renew_deadline / 2);
+    }
+
+    /// A pause of about one retry period (jittered by up to 20 %, as client-go's).
+    pub async fn pause(&self) {
+        tokio::time::sleep(self.retry_period.mul_f64(1.0 + fastrand::f64() * 0.2)).await;
+    }
+
+    /// The Lease `name` of `api`, held as this replica.
+    pub fn lock(&self, api: &Api<Lease>, name: String) -> LeaseLock {
+        LeaseLock {
+            api: api.clone(),
+            name,
+            identity: self.identity.clone(),
+            duration: self.duration,
+        }
     }
 }
 
@@ -119,8 +180,7 @@ impl LeaseLock {
         };
         let spec = current.spec.clone().unwrap_or_default();
         let ours = spec.holder_identity.as_deref() == Some(self.identity.as_str());
-        let free = observed.free(Some(&current), &self.identity, self.duration);
-        if !ours && !free {
+        if !observed.free(Some(&current), &self.identity, self.duration) {
             return Ok(false);
         }
         let mut renewed = spec.clone();

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use kube::api::ObjectMeta;
 
+use crate::lease::Timing;
+
 /// What decides an object's shard.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ShardKey {
@@ -36,10 +38,7 @@ pub struct Sharding {
     pub(crate) namespace: String,
     pub(crate) shards: u32,
     pub(crate) key: ShardKey,
-    pub(crate) identity: String,
-    pub(crate) duration: Duration,
-    pub(crate) renew_deadline: Duration,
-    pub(crate) retry_period: Duration,
+    pub(crate) timing: Timing,
 }
 
 impl Sharding {
@@ -49,16 +48,12 @@ impl Sharding {
     /// Defaults as [`crate::LeaderElection`]'s: identity = host name plus a random suffix,
     /// Lease duration 15 s, renew deadline 10 s, retry period 2 s.
     pub fn new(name: impl Into<String>, namespace: impl Into<String>, shards: u32) -> Self {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "kube-fsm".into());
         Sharding {
             name: name.into(),
             namespace: namespace.into(),
             shards: shards.clamp(1, 1000),
             key: ShardKey::Uid,
-            identity: format!("{host}-{:08x}", fastrand::u32(..)),
-            duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            timing: Timing::default(),
         }
     }
 
@@ -72,7 +67,7 @@ impl Sharding {
     /// This replica's name in the Leases (unique among the replicas; a Pod name fits).
     #[must_use]
     pub fn identity(mut self, identity: impl Into<String>) -> Self {
-        self.identity = identity.into();
+        self.timing.identity = identity.into();
         self
     }
 
@@ -81,15 +76,28 @@ impl Sharding {
     /// deadline and retry period shrink to fit when needed (at most 2/3 and 1/5 of it).
     #[must_use]
     pub fn duration(mut self, duration: Duration) -> Self {
-        self.duration = Duration::from_secs(duration.as_secs().max(2));
-        self.renew_deadline = self.renew_deadline.min(self.duration * 2 / 3);
-        self.retry_period = self.retry_period.min(self.duration / 5);
+        self.timing.set_duration(duration);
+        self
+    }
+
+    /// Stop serving a shard when no renewal of its Lease succeeded for this long (less than
+    /// the duration; at least twice the retry period).
+    #[must_use]
+    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
+        self.timing.set_renew_deadline(deadline);
+        self
+    }
+
+    /// How often the Leases are renewed and free shards looked for (at least 100 ms).
+    #[must_use]
+    pub fn retry_period(mut self, period: Duration) -> Self {
+        self.timing.set_retry_period(period);
         self
     }
 
     /// This replica's identity.
     pub fn identity_str(&self) -> &str {
-        &self.identity
+        &self.timing.identity
     }
 
     /// The label holding an object's shard.

@@ -79,7 +79,7 @@ impl Shards {
     }
 
     fn serving(&self, holding: &Holding) -> bool {
-        !holding.draining && holding.renewed.elapsed() < self.sharding.renew_deadline
+        !holding.draining && holding.renewed.elapsed() < self.sharding.timing.renew_deadline
     }
 
     /// Whether this replica may reconcile and write an object with `meta` now.
@@ -125,15 +125,6 @@ impl Shards {
         });
     }
 
-    fn lease(&self, api: &Api<Lease>, name: String) -> LeaseLock {
-        LeaseLock {
-            api: api.clone(),
-            name,
-            identity: self.sharding.identity.clone(),
-            duration: self.sharding.duration,
-        }
-    }
-
     /// Stops serving `shard`, waits for its reconciles in flight (at most `grace`), releases
     /// its Lease and forgets it.
     async fn give_up(&self, api: &Api<Lease>, shard: u32, grace: Duration) {
@@ -157,7 +148,7 @@ impl Shards {
                 "reconciles still in flight; releasing the shard"
             );
         }
-        let lock = self.lease(api, self.sharding.lease(shard));
+        let lock = self.sharding.timing.lock(api, self.sharding.lease(shard));
         if let Err(err) = lock.release().await {
             tracing::warn!(shard, %err, "could not release the shard's Lease; it expires");
         }
@@ -169,23 +160,26 @@ impl Shards {
     pub async fn run(self: Arc<Self>, client: Client, stop: impl Future<Output = ()>) {
         let sharding = &self.sharding;
         let api = Api::<Lease>::namespaced(client, &sharding.namespace);
-        let member = self.lease(
+        let member = self.sharding.timing.lock(
             &api,
             format!(
                 "{}{}",
                 sharding.member_prefix(),
-                dns_label(&sharding.identity)
+                dns_label(&sharding.timing.identity)
             ),
         );
-        let grace = sharding.duration.saturating_sub(sharding.renew_deadline) / 2;
+        let grace = sharding
+            .timing
+            .duration
+            .saturating_sub(sharding.timing.renew_deadline)
+            / 2;
         let mut observed: HashMap<String, Observed> = HashMap::new();
         tokio::pin!(stop);
         loop {
             self.round(&api, &member, &mut observed, grace).await;
-            let pause = sharding.retry_period.mul_f64(1.0 + fastrand::f64() * 0.2);
             tokio::select! {
                 () = &mut stop => break,
-                () = tokio::time::sleep(pause) => {}
+                () = sharding.timing.pause() => {}
             }
         }
         let held: Vec<u32> = self.lock().keys().copied().collect();
@@ -228,7 +222,7 @@ impl Shards {
         let mut gone = Vec::new();
         for (name, lease) in by_name.iter().filter(|(name, _)| name.starts_with(&prefix)) {
             let seen = observed.entry(name.clone()).or_default();
-            if *name != member.name && seen.free(Some(lease), "", sharding.duration) {
+            if *name != member.name && seen.free(Some(lease), "", sharding.timing.duration) {
                 gone.push(name.clone());
             } else {
                 members += 1;
@@ -247,13 +241,13 @@ impl Shards {
         for shard in held {
             let name = sharding.lease(shard);
             let seen = observed.entry(name.clone()).or_default();
-            let lock = self.lease(api, name);
+            let lock = self.sharding.timing.lock(api, name);
             match lock
                 .acquire_or_renew(by_name.get(&lock.name).cloned(), seen)
                 .await
             {
                 Ok(true) => self.renewed(shard, started),
-                Ok(false) if !seen.held_by(&sharding.identity) => {
+                Ok(false) if !seen.held_by(&sharding.timing.identity) => {
                     tracing::warn!(shard, "another replica holds the shard");
                     self.lock().remove(&shard);
                 }
@@ -269,17 +263,18 @@ impl Shards {
             .filter(|shard| {
                 let name = sharding.lease(*shard);
                 let lease = by_name.get(&name);
-                observed
-                    .entry(name)
-                    .or_default()
-                    .free(lease, &sharding.identity, sharding.duration)
+                observed.entry(name).or_default().free(
+                    lease,
+                    &sharding.timing.identity,
+                    sharding.timing.duration,
+                )
             })
             .collect();
         let (acquire, release) = rebalance(&held, &free, share);
         for shard in acquire {
             let name = sharding.lease(shard);
             let seen = observed.entry(name.clone()).or_default();
-            let lock = self.lease(api, name);
+            let lock = self.sharding.timing.lock(api, name);
             match lock
                 .acquire_or_renew(by_name.get(&lock.name).cloned(), seen)
                 .await
@@ -313,7 +308,7 @@ impl Shards {
 
     /// Forgets the shards not renewed within the renew deadline (they stopped serving then).
     fn expire(&self) {
-        let deadline = self.sharding.renew_deadline;
+        let deadline = self.sharding.timing.renew_deadline;
         self.lock().retain(|shard, holding| {
             let alive = holding.renewed.elapsed() < deadline;
             if !alive {
