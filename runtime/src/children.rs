@@ -97,6 +97,7 @@ impl<K: StateMachine> Step<K> {
     /// hold. When the cached child already holds every field `child` sets, no request is sent
     /// ([`Applied::Unchanged`]): a converged operator writes nothing. The written child goes
     /// into the cache at once, so the next step reads it even before its watch event arrives.
+    /// With [`crate::Operator::sharding`], the child also gets its owner's shard label.
     ///
     /// ```no_run
     /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::context::ContextError> {
@@ -120,6 +121,11 @@ impl<K: StateMachine> Step<K> {
         let references = meta.owner_references.get_or_insert_with(Vec::new);
         references.retain(|r| r.uid != owner.uid);
         references.push(owner);
+        if let Some((label, shard)) = &self.object.shard_label {
+            // The owner's replica watches only its shards' children.
+            let labels = meta.labels.get_or_insert_with(Default::default);
+            labels.insert(label.clone(), shard.clone());
+        }
         let name = meta.name.clone().unwrap_or_default();
         let namespace = meta.namespace.clone();
         let desired = applied_fields(&child)?;

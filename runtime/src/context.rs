@@ -15,6 +15,7 @@ use kube::runtime::events::{Recorder, Reporter};
 
 use crate::cache::{Cache, Cached};
 use crate::pace::Pace;
+use crate::shard::Sharding;
 
 /// The reporter and field manager a [`Context`] made by [`Context::new`] uses.
 pub const DEFAULT_MANAGER: &str = "kube-fsm";
@@ -57,6 +58,8 @@ pub struct Context {
     field_manager: String,
     caches: Caches,
     pace: Arc<Pace>,
+    /// With sharding: children applied through a step carry their owner's shard label.
+    sharding: Option<Sharding>,
 }
 
 impl fmt::Debug for Context {
@@ -101,7 +104,19 @@ impl Context {
             field_manager: field_manager.to_owned(),
             caches,
             pace: Arc::new(pace),
+            sharding: None,
         }
+    }
+
+    /// Children applied through a step get their owner's shard label (see [`Sharding`]).
+    pub(crate) fn with_sharding(mut self, sharding: Option<Sharding>) -> Self {
+        self.sharding = sharding;
+        self
+    }
+
+    /// The operator's sharding, if any.
+    pub(crate) fn sharding(&self) -> Option<&Sharding> {
+        self.sharding.as_ref()
     }
 
     /// Adds (or replaces) the cache of `R`.

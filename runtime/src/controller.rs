@@ -440,7 +440,12 @@ where
         let mut controller = Controller::for_stream(objects, reader)
             .with_config(controller::Config::default().concurrency(self.concurrency))
             .trigger_backoff(ReconnectBackoff::new(self.config.reconnect_max));
-        controller = self.sources.wire(controller, &self.client, namespace);
+        controller = self.sources.wire(
+            controller,
+            &self.client,
+            namespace,
+            &shards.as_ref().map(|s| s.selector()),
+        );
         let _ = self.store.set(controller.store());
         let labeller = shards.map(|shards| Labeller {
             client: self.client.clone(),
@@ -448,16 +453,19 @@ where
             field_manager: self.config.field_manager.clone(),
             metrics: self.metrics.clone(),
         });
-        let context = Arc::new(Context::with_manager(
-            self.client,
-            &self.config.reporter,
-            &self.config.field_manager,
-            self.caches,
-            Pace::new(
-                (self.concurrency > 0).then_some(usize::from(self.concurrency)),
-                self.write_rate,
-            ),
-        ));
+        let context = Arc::new(
+            Context::with_manager(
+                self.client,
+                &self.config.reporter,
+                &self.config.field_manager,
+                self.caches,
+                Pace::new(
+                    (self.concurrency > 0).then_some(usize::from(self.concurrency)),
+                    self.write_rate,
+                ),
+            )
+            .with_sharding(labeller.as_ref().map(|l| l.shards.sharding.clone())),
+        );
         let engine = Arc::new(
             Engine::new(
                 self.namespace,

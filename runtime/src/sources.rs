@@ -6,6 +6,7 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource};
@@ -18,8 +19,12 @@ use crate::watch;
 /// Names the objects of `K` to reconcile when an object of another kind changes.
 type Mapper<K, R> = Box<dyn Fn(&R) -> Vec<ObjectRef<K>> + Send + Sync>;
 
+/// With sharding: the label selector of the served shards (see [`watch::selected`]).
+type Selector = Option<tokio::sync::watch::Receiver<Option<String>>>;
+
 /// Adds one kind's watch to a controller.
-type Wiring<K> = Box<dyn FnOnce(Controller<K>, &Client, Option<&str>) -> Controller<K> + Send>;
+type Wiring<K> =
+    Box<dyn FnOnce(Controller<K>, &Client, Option<&str>, &Selector) -> Controller<K> + Send>;
 
 /// What the operator asked of one kind `R`.
 struct Source<K: Resource, R> {
@@ -72,15 +77,18 @@ where
         self.update::<R>(caches, config, |source| source.mappers.push(mapper));
     }
 
-    /// Adds every watch to `controller`.
+    /// Adds every watch to `controller`. With sharding (`shards`, the served shards' label
+    /// selector), a kind that is only owned is watched for the served shards' children only
+    /// (they carry their owner's shard label); a kind watched through mappers is watched whole.
     pub(crate) fn wire(
         self,
         mut controller: Controller<K>,
         client: &Client,
         namespace: Option<&str>,
+        shards: &Selector,
     ) -> Controller<K> {
         for wire in self.wiring {
-            controller = wire(controller, client, namespace);
+            controller = wire(controller, client, namespace, shards);
         }
         controller
     }
@@ -134,7 +142,7 @@ where
     R::Scope: ScopedApi,
 {
     Box::new(
-        move |controller: Controller<K>, client: &Client, namespace| {
+        move |controller: Controller<K>, client: &Client, namespace, shards: &Selector| {
             let taken = shared.lock().unwrap_or_else(PoisonError::into_inner).take();
             let Some(Source {
                 config,
@@ -145,8 +153,14 @@ where
                 return controller;
             };
             let api = R::Scope::api::<R>(client.clone(), namespace);
+            let events = match shards {
+                Some(served) if owners && mappers.is_empty() => {
+                    watch::selected(api, config, served.clone()).boxed()
+                }
+                _ => watcher::watcher(api, config).boxed(),
+            };
             controller.watches_stream(
-                watch::cached(api, config, cache),
+                watch::cached(events, cache),
                 move |object: R| -> Vec<ObjectRef<K>> {
                     let mut targets = if owners {
                         owners_of::<K, R>(&object)

@@ -44,6 +44,8 @@ pub(crate) struct ObjectInfo {
     pub(crate) uid: Option<String>,
     pub(crate) as_owner: Option<OwnerReference>,
     pub(crate) reference: ObjectReference,
+    /// With sharding: the object's shard label, for its children.
+    pub(crate) shard_label: Option<(String, String)>,
 }
 
 impl<K: StateMachine> Step<K> {
@@ -57,13 +59,16 @@ impl<K: StateMachine> Step<K> {
             generation: object.meta().generation,
             now,
             requeue: None,
-            context,
             object: ObjectInfo {
                 namespace: object.meta().namespace.clone(),
                 uid: object.meta().uid.clone(),
                 as_owner: object.controller_owner_ref(&()),
                 reference: object.object_ref(&()),
+                shard_label: context
+                    .sharding()
+                    .map(|s| (s.label(), s.shard_of(object.meta()).to_string())),
             },
+            context,
         }
     }
 

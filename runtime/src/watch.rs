@@ -241,17 +241,16 @@ pub(crate) fn slim(meta: &mut ObjectMeta) {
     }
 }
 
-/// The objects of `api` as a trigger stream for kube's `Controller` (applied and deleted ones),
-/// kept in `cache` for handlers, slimmed (see [`slim`]).
+/// The objects of `events` (a watch) as a trigger stream for kube's `Controller` (applied and
+/// deleted ones), kept in `cache` for handlers, slimmed (see [`slim`]).
 pub(crate) fn cached<R>(
-    api: Api<R>,
-    config: watcher::Config,
+    events: impl Stream<Item = Result<watcher::Event<R>, watcher::Error>> + Send + 'static,
     cache: Arc<Cache<R>>,
 ) -> impl Stream<Item = Result<R, watcher::Error>> + Send + 'static
 where
     R: Watched,
 {
-    watcher(api, config)
+    events
         .modify(|object| slim(object.meta_mut()))
         .map_ok(move |event| {
             cache.apply(&event);

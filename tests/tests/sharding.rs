@@ -7,10 +7,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use kube_fsm::conditions::ConditionError;
-use kube_fsm::{Cleanup, Sharding, Step};
+use kube_fsm::{Cleanup, ContextError, Sharding, Step};
 use kube_fsm_tests::cluster::{self, eventually, phase_of};
 use kube_fsm_tests::handlers::Databases;
 use kube_fsm_tests::metrics::Recorded;
@@ -46,60 +48,99 @@ impl Noted {
                 let overlap = format!("{} by {other} and {}", db.name_any(), self.replica);
                 ledger.overlaps.push(overlap);
             }
-            ledger
-                .by
-                .entry(uid.clone())
-                .or_default()
-                .insert(self.replica);
+            ledger.by.entry(uid.clone()).or_default().insert(self.replica);
         }
+        // Leaves the ledger also when the step is dropped half-way (a killed replica).
+        let _leave = Leave {
+            ledger: self.ledger.clone(),
+            uid,
+        };
         tokio::time::sleep(Duration::from_millis(30)).await;
-        let out = step.await;
+        step.await
+    }
+}
+
+/// Takes an object out of the ledger's reconciles in flight when dropped.
+struct Leave {
+    ledger: Arc<Mutex<Ledger>>,
+    uid: String,
+}
+
+impl Drop for Leave {
+    fn drop(&mut self) {
         self.ledger
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .active
-            .remove(&uid);
-        out
+            .remove(&self.uid);
     }
 }
 
+/// A step's failure: a condition, or the child's apply.
+#[derive(Debug, thiserror::Error)]
+enum NotedError {
+    #[error(transparent)]
+    Condition(#[from] ConditionError),
+    #[error(transparent)]
+    Context(#[from] ContextError),
+}
+
+/// The child every Database gets in Provisioning.
+fn child(db: &Database) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(db.name_any()),
+            labels: Some([("app".to_owned(), CHILDREN.to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("version".to_owned(), db.spec.version.clone())].into()),
+        ..ConfigMap::default()
+    }
+}
+
+const CHILDREN: &str = "fsm-shards-test";
+
 impl DatabaseHandler for Noted {
-    type Error = ConditionError;
+    type Error = NotedError;
 
     async fn on_pending(
         &self,
         db: &Database,
         step: &mut Step<Database>,
-    ) -> Result<DatabasePendingNext, ConditionError> {
-        self.around(db, Databases.on_pending(db, step)).await
+    ) -> Result<DatabasePendingNext, NotedError> {
+        Ok(self.around(db, Databases.on_pending(db, step)).await?)
     }
 
     async fn on_provisioning(
         &self,
         db: &Database,
         step: &mut Step<Database>,
-    ) -> Result<DatabaseProvisioningNext, ConditionError> {
-        self.around(db, Databases.on_provisioning(db, step)).await
+    ) -> Result<DatabaseProvisioningNext, NotedError> {
+        self.around(db, async {
+            step.apply(child(db)).await?;
+            Ok(Databases.on_provisioning(db, step).await?)
+        })
+        .await
     }
 
     async fn on_running(
         &self,
         db: &Database,
         step: &mut Step<Database>,
-    ) -> Result<DatabaseRunningNext, ConditionError> {
-        self.around(db, Databases.on_running(db, step)).await
+    ) -> Result<DatabaseRunningNext, NotedError> {
+        Ok(self.around(db, Databases.on_running(db, step)).await?)
     }
 
     async fn on_degraded(
         &self,
         db: &Database,
         step: &mut Step<Database>,
-    ) -> Result<DatabaseDegradedNext, ConditionError> {
-        Databases.on_degraded(db, step).await
+    ) -> Result<DatabaseDegradedNext, NotedError> {
+        Ok(Databases.on_degraded(db, step).await?)
     }
 
-    async fn cleanup(&self, db: &Database) -> Result<Cleanup, ConditionError> {
-        Databases.cleanup(db).await
+    async fn cleanup(&self, db: &Database) -> Result<Cleanup, NotedError> {
+        Ok(Databases.cleanup(db).await?)
     }
 }
 
@@ -119,6 +160,7 @@ fn replica(
         ledger: ledger.clone(),
     };
     let operator = operator::in_namespace::<Database, _>(client, ns, handler)
+        .owns::<ConfigMap>(watcher::Config::default().labels(&format!("app={CHILDREN}")))
         .sharding(sharding)
         .metrics(recorded.metrics());
     (Running::spawn(operator), recorded)
@@ -151,14 +193,25 @@ async fn all_running(api: &Api<Database>, count: usize) -> Vec<Database> {
     .expect("every object reached Running at its generation")
 }
 
-/// Every object carries the label of its shard (the FNV-1a hash of its UID).
-fn assert_labelled(objects: &[Database]) {
+/// Every object carries the label of its shard (the FNV-1a hash of its UID), and so does its
+/// child, so that only the replica holding the shard watches it.
+async fn assert_labelled(client: &kube::Client, objects: &[Database]) {
+    let label = "shard.kube-fsm.io/fsm-shards";
     for db in objects {
         let expected = kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), SHARDS);
         assert_eq!(
-            db.labels().get("shard.kube-fsm.io/fsm-shards"),
+            db.labels().get(label),
             Some(&expected.to_string()),
             "{}",
+            db.name_any()
+        );
+        let children: Api<ConfigMap> =
+            Api::namespaced(client.clone(), &db.namespace().unwrap_or_default());
+        let child = children.get(&db.name_any()).await.expect("the child");
+        assert_eq!(
+            child.labels().get(label),
+            Some(&expected.to_string()),
+            "child of {}",
             db.name_any()
         );
     }
@@ -230,7 +283,7 @@ async fn two_replicas_split_the_shards_and_never_reconcile_one_object_at_once() 
         eprintln!("replica-b reconciled {b_objects} of 60 objects");
         assert!(b_objects > 0, "the second replica took on work");
     }
-    assert_labelled(&objects);
+    assert_labelled(&client, &objects).await;
     let written = labels_written(&a_metrics) + labels_written(&b_metrics);
     assert_eq!(written, 60.0, "one label write per object");
 
@@ -244,7 +297,7 @@ async fn two_replicas_split_the_shards_and_never_reconcile_one_object_at_once() 
     .expect("the remaining replica holds every shard again");
     create(&api, "third", 5).await;
     let objects = all_running(&api, 65).await;
-    assert_labelled(&objects);
+    assert_labelled(&client, &objects).await;
     assert_eq!(
         labels_written(&a_metrics) + labels_written(&b_metrics),
         65.0,
@@ -284,7 +337,7 @@ async fn a_killed_replicas_shards_are_taken_over_within_the_lease_duration() {
     let took = killed.elapsed();
     eprintln!("all 30 Running {took:?} after the kill (Lease duration 4 s)");
     assert_eq!(held(&b_metrics), f64::from(SHARDS), "B holds every shard");
-    assert_labelled(&objects);
+    assert_labelled(&client, &objects).await;
     let after_by_a = {
         let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
         assert!(ledger.overlaps.is_empty(), "{:?}", ledger.overlaps);

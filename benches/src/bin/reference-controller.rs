@@ -9,8 +9,11 @@
 //! is older than this controller's last write of it (two status writes and one child write per
 //! object, as kube-fsm's).
 //!
-//! `reference-controller` runs until SIGTERM or Ctrl-C, on every namespace, with the cluster of
-//! `KUBECONFIG`.
+//! `reference-controller [--finalizer]` runs until SIGTERM or Ctrl-C, on every namespace, with
+//! the cluster of `KUBECONFIG`. With `--finalizer` it also holds each object with a finalizer
+//! as kube-fsm's engine does (added, locked on the resourceVersion, in the object's first
+//! reconcile, which then goes on with the returned object; removed on deletion), so that the
+//! two can be compared doing exactly the same writes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -53,9 +56,11 @@ struct DatabaseStatus {
 }
 
 const MANAGER: &str = "reference-controller";
+const FINALIZER: &str = "example.kube-fsm.dev/reference";
 
 struct State {
     client: Client,
+    finalizer: bool,
     children: Store<ConfigMap>,
     /// The resourceVersion of this controller's last status write, per object.
     written: Mutex<HashMap<String, u64>>,
@@ -146,6 +151,14 @@ async fn reconcile(db: Arc<Database>, state: Arc<State>) -> Result<Action, Error
     }
     let api: Api<Database> =
         Api::namespaced(state.client.clone(), &db.namespace().unwrap_or_default());
+    let db = if state.finalizer {
+        match hold(&api, db).await? {
+            Some(db) => db,
+            None => return Ok(Action::await_change()),
+        }
+    } else {
+        db
+    };
     let phase = db.status.as_ref().and_then(|s| s.phase.as_deref());
     match phase {
         None => write_status(&state, &api, &db, json!({ "phase": "Provisioning" })).await?,
@@ -180,6 +193,38 @@ async fn reconcile(db: Arc<Database>, state: Arc<State>) -> Result<Action, Error
     Ok(Action::await_change())
 }
 
+/// The finalizer: removed from an object being deleted (then `None`), added to one without it
+/// (the object as returned), with a merge patch locked on the resourceVersion read.
+async fn hold(api: &Api<Database>, db: Arc<Database>) -> Result<Option<Arc<Database>>, Error> {
+    let has = db.finalizers().iter().any(|f| f == FINALIZER);
+    let deleting = db.meta().deletion_timestamp.is_some();
+    if has != deleting {
+        return Ok(Some(db));
+    }
+    let mut finalizers: Vec<String> = db.finalizers().to_vec();
+    if deleting {
+        finalizers.retain(|f| f != FINALIZER);
+    } else {
+        finalizers.push(FINALIZER.to_owned());
+    }
+    let patch = json!({
+        "metadata": { "resourceVersion": db.resource_version(), "finalizers": finalizers },
+    });
+    match api
+        .patch(
+            &db.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(written) if !deleting => Ok(Some(Arc::new(written))),
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(status)) if status.is_conflict() || status.is_not_found() => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
 fn error_policy(_: Arc<Database>, error: &Error, _: Arc<State>) -> Action {
     tracing::warn!(%error, "reconcile failed");
     Action::requeue(Duration::from_secs(1))
@@ -212,6 +257,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     .owns_stream(child_events);
     let state = Arc::new(State {
         client,
+        finalizer: std::env::args().any(|arg| arg == "--finalizer"),
         children,
         written: Mutex::new(HashMap::new()),
     });

@@ -13,6 +13,7 @@
 //!
 //! An operator `kube-fsm@concurrency=64+handler-latency=50` runs the example with
 //! `--concurrency 64 --handler-latency 50`: several settings side by side in one run.
+//! `reference@finalizer=1` runs the reference with `--finalizer 1` (its finalizer on).
 //! `replicas=R` runs R processes of it (add `shards=S` to split the work); RSS is then the
 //! largest replica's, CPU the sum of all.
 //!
@@ -251,7 +252,11 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
                 c.args(&flags);
                 c
             }
-            "reference" => tokio::process::Command::new(sibling("reference-controller")?),
+            "reference" => {
+                let mut c = tokio::process::Command::new(sibling("reference-controller")?);
+                c.args(&flags);
+                c
+            }
             other => return Err(format!("unknown operator {other}").into()),
         };
         children.push(
