@@ -48,7 +48,11 @@ impl Noted {
                 let overlap = format!("{} by {other} and {}", db.name_any(), self.replica);
                 ledger.overlaps.push(overlap);
             }
-            ledger.by.entry(uid.clone()).or_default().insert(self.replica);
+            ledger
+                .by
+                .entry(uid.clone())
+                .or_default()
+                .insert(self.replica);
         }
         // Leaves the ledger also when the step is dropped half-way (a killed replica).
         let _leave = Leave {
