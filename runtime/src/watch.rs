@@ -223,7 +223,41 @@ where
         };
         std::future::ready(event)
     });
-    reflector(writer, events).applied_objects()
+    listed_after_swap(reflector(writer, events))
+}
+
+/// The objects to reconcile from the events of a reflector: each applied object, and the
+/// objects of a (re)list only once it is complete. The reflector's store takes a list's objects
+/// in at `InitDone`, so a trigger sent at `InitApply` would reach an object the store does not
+/// hold yet (kube's controller then skips it): that happens to every object of a shard this
+/// replica just took over, whose watch starts over with a new selector.
+fn listed_after_swap<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Send + 'static,
+{
+    events
+        .scan(Vec::new(), |listed, event| {
+            let ready: Vec<Result<K, watcher::Error>> = match event {
+                Ok(watcher::Event::Apply(object)) => vec![Ok(object)],
+                Ok(watcher::Event::Delete(_)) => Vec::new(),
+                Ok(watcher::Event::Init) => {
+                    listed.clear();
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitApply(object)) => {
+                    listed.push(object);
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitDone) => {
+                    std::mem::take(listed).into_iter().map(Ok).collect()
+                }
+                Err(err) => vec![Err(err)],
+            };
+            std::future::ready(Some(futures::stream::iter(ready)))
+        })
+        .flatten()
 }
 
 /// The annotation `kubectl apply` keeps a whole copy of the object in.

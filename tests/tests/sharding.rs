@@ -29,6 +29,8 @@ struct Ledger {
     active: HashMap<String, &'static str>,
     overlaps: Vec<String>,
     by: HashMap<String, BTreeSet<&'static str>>,
+    /// Replicas whose steps wait (their objects stay mid-way) until taken out.
+    stalled: BTreeSet<&'static str>,
 }
 
 /// The plain Database handlers of one replica, each step taking 30 ms (so that overlapping
@@ -42,6 +44,15 @@ struct Noted {
 impl Noted {
     async fn around<T>(&self, db: &Database, step: impl Future<Output = T>) -> T {
         let uid = db.uid().unwrap_or_default();
+        while self
+            .ledger
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stalled
+            .contains(self.replica)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         {
             let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(other) = ledger.active.insert(uid.clone(), self.replica) {
@@ -163,7 +174,9 @@ fn replica(
         replica,
         ledger: ledger.clone(),
     };
+    // Lists in pages of 2: a new shard's objects arrive over many requests, as thousands do.
     let operator = operator::in_namespace::<Database, _>(client, ns, handler)
+        .watcher_config(watcher::Config::default().page_size(2))
         .owns::<ConfigMap>(watcher::Config::default().labels(&format!("app={CHILDREN}")))
         .sharding(sharding)
         .metrics(recorded.metrics());
@@ -332,14 +345,33 @@ async fn a_killed_replicas_shards_are_taken_over_within_the_lease_duration() {
     .expect("the shards split 3 + 3");
     create(&api, "before", 10).await;
     all_running(&api, 10).await;
+    // A's steps stall: the objects created now that fall into its shards stay mid-way in it
+    // (listed, labelled, not Running) when it dies. B must pick them up from its new watch's
+    // list: nothing else will ever trigger them.
+    ledger
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .stalled
+        .insert("replica-a");
+    create(&api, "stranded", 20).await;
+    eventually(Duration::from_secs(20), || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .all(|db| db.labels().contains_key("shard.kube-fsm.io/fsm-shards"))
+            .then_some(())
+    })
+    .await
+    .expect("every object labelled");
+    tokio::time::sleep(Duration::from_secs(1)).await;
     // A dies without releasing anything; objects created now fall into its shards too (and
     // whoever holds shard 0 labels them).
     a.crash().await;
     let killed = std::time::Instant::now();
     create(&api, "after", 20).await;
-    let objects = all_running(&api, 30).await;
+    let objects = all_running(&api, 50).await;
     let took = killed.elapsed();
-    eprintln!("all 30 Running {took:?} after the kill (Lease duration 4 s)");
+    eprintln!("all 50 Running {took:?} after the kill (Lease duration 4 s)");
     assert_eq!(held(&b_metrics), f64::from(SHARDS), "B holds every shard");
     assert_labelled(&client, &objects).await;
     let after_by_a = {

@@ -15,7 +15,8 @@
 //! `--concurrency 64 --handler-latency 50`: several settings side by side in one run.
 //! `reference@finalizer=1` runs the reference with `--finalizer 1` (its finalizer on).
 //! `replicas=R` runs R processes of it (add `shards=S` to split the work); RSS is then the
-//! largest replica's, CPU the sum of all.
+//! largest replica's, CPU the sum of all (the killed one's left out). `kill=1` SIGKILLs the
+//! first replica once half the objects are Running and prints how long the rest took.
 //!
 //! Needs `KUBECONFIG` (a dedicated `scripts/envtest`, so that no other client's requests are
 //! counted; `KUBE_FSM_ENVTEST_DIR` locates its kube-apiserver's pid for its CPU time) and the
@@ -223,16 +224,19 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     let (program, settings) = operator.split_once('@').unwrap_or((operator, ""));
     let mut flags = Vec::new();
     let mut replicas = 1;
+    let mut kill = false;
     for setting in settings.split('+').filter(|s| !s.is_empty()) {
         let (flag, value) = setting
             .split_once('=')
             .ok_or(format!("{setting}: not flag=value"))?;
-        if flag == "replicas" {
-            replicas = value
-                .parse()
-                .map_err(|_| format!("{setting}: not a number"))?;
-        } else {
-            flags.extend([format!("--{flag}"), value.to_owned()]);
+        match flag {
+            "replicas" => {
+                replicas = value
+                    .parse()
+                    .map_err(|_| format!("{setting}: not a number"))?;
+            }
+            "kill" => kill = value == "1",
+            _ => flags.extend([format!("--{flag}"), value.to_owned()]),
         }
     }
     let mut children = Vec::new();
@@ -331,12 +335,28 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
         .try_collect::<()>()
         .await?;
     let deadline = start + options.timeout;
-    while running.lock().unwrap_or_else(PoisonError::into_inner).len() < options.objects
-        && Instant::now() < deadline
-    {
+    let mut killed_at = None;
+    loop {
+        let done = running.lock().unwrap_or_else(PoisonError::into_inner).len();
+        if done >= options.objects || Instant::now() >= deadline {
+            break;
+        }
+        // kill=1: SIGKILL the first replica once half the objects are Running.
+        if kill && killed_at.is_none() && done >= options.objects / 2 {
+            children[0].start_kill()?;
+            killed_at = Some(start.elapsed());
+            eprintln!("scale: {operator}: killed replica 0 with {done} Running");
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let converge = start.elapsed();
+    if let Some(at) = killed_at {
+        eprintln!(
+            "scale: {operator}: replica 0 killed at {:.1} s; all Running {:.1} s after the kill",
+            at.as_secs_f64(),
+            (converge - at).as_secs_f64()
+        );
+    }
     let after = counters(client).await;
     let (cpu, rss) = pids
         .iter()
