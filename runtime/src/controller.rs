@@ -391,16 +391,16 @@ where
     ) {
         let health = self.health.clone();
         let selector = self.watcher.label_selector.clone();
-        let api = K::Scope::api::<kube::core::PartialObjectMeta<K>>(
-            self.client.clone(),
-            self.namespace.as_deref(),
-        );
+        let namespace = self.namespace.clone();
         let (controller, engine) = self.build(stop, shards);
         // With sharding: labels new objects while this replica serves shard 0.
-        let assigner = engine
-            .labeller
-            .clone()
-            .map(|labeller| tokio::spawn(labeller.assign(api, selector)));
+        let assigner = engine.labeller.clone().map(|labeller| {
+            let api = K::Scope::api::<kube::core::PartialObjectMeta<K>>(
+                labeller.client.clone(),
+                namespace.as_deref(),
+            );
+            tokio::spawn(labeller.assign(api, selector))
+        });
         controller
             .run(Engine::reconcile, Engine::error_policy, engine)
             .for_each(|result| {

@@ -18,7 +18,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::lease::{LeaseLock, Observed};
+use crate::lease::{LeaseError, LeaseLock, Observed};
 use crate::metrics::MachineMetrics;
 use crate::shard::{Sharding, fair_share, rebalance};
 
@@ -30,6 +30,16 @@ struct Holding {
     /// Given up: no new reconcile starts; the Lease goes once those in flight are done.
     draining: bool,
     in_flight: usize,
+}
+
+/// How an attempt to hold a shard's Lease ended.
+enum Hold {
+    /// This replica holds it.
+    Ours,
+    /// Another replica holds it.
+    Theirs,
+    /// Not written this time (a conflict), though the record still names this replica.
+    Retry,
 }
 
 /// The shards of one replica, shared by the Lease loop, the watch and the engine.
@@ -239,19 +249,13 @@ impl Shards {
 
         let held: Vec<u32> = self.lock().keys().copied().collect();
         for shard in held {
-            let name = sharding.lease(shard);
-            let seen = observed.entry(name.clone()).or_default();
-            let lock = self.sharding.timing.lock(api, name);
-            match lock
-                .acquire_or_renew(by_name.get(&lock.name).cloned(), seen)
-                .await
-            {
-                Ok(true) => self.renewed(shard, started),
-                Ok(false) if !seen.held_by(&sharding.timing.identity) => {
+            match self.hold(api, shard, &by_name, observed).await {
+                Ok(Hold::Ours) => self.renewed(shard, started),
+                Ok(Hold::Theirs) => {
                     tracing::warn!(shard, "another replica holds the shard");
                     self.lock().remove(&shard);
                 }
-                Ok(false) => {}
+                Ok(Hold::Retry) => {}
                 Err(err) => tracing::warn!(shard, %err, "cannot renew the shard's Lease"),
             }
         }
@@ -272,25 +276,17 @@ impl Shards {
             .collect();
         let (acquire, release) = rebalance(&held, &free, share);
         for shard in acquire {
-            let name = sharding.lease(shard);
-            let seen = observed.entry(name.clone()).or_default();
-            let lock = self.sharding.timing.lock(api, name);
-            match lock
-                .acquire_or_renew(by_name.get(&lock.name).cloned(), seen)
-                .await
-            {
-                Ok(true) => {
+            match self.hold(api, shard, &by_name, observed).await {
+                Ok(Hold::Ours) => {
                     tracing::info!(shard, "acquired the shard");
-                    self.lock().insert(
-                        shard,
-                        Holding {
-                            renewed: started,
-                            draining: false,
-                            in_flight: 0,
-                        },
-                    );
+                    let holding = Holding {
+                        renewed: started,
+                        draining: false,
+                        in_flight: 0,
+                    };
+                    self.lock().insert(shard, holding);
                 }
-                Ok(false) => {}
+                Ok(_) => {}
                 Err(err) => tracing::warn!(shard, %err, "cannot acquire the shard's Lease"),
             }
         }
@@ -298,6 +294,26 @@ impl Shards {
         for shard in release {
             self.give_up(api, shard, grace).await;
         }
+    }
+
+    /// Acquires or renews the Lease of `shard` over its copy in `leases` (as just listed).
+    async fn hold(
+        &self,
+        api: &Api<Lease>,
+        shard: u32,
+        leases: &HashMap<String, Lease>,
+        observed: &mut HashMap<String, Observed>,
+    ) -> Result<Hold, LeaseError> {
+        let name = self.sharding.lease(shard);
+        let current = leases.get(&name).cloned();
+        let seen = observed.entry(name.clone()).or_default();
+        let lock = self.sharding.timing.lock(api, name);
+        Ok(match lock.acquire_or_renew(current, seen).await? {
+            true => Hold::Ours,
+            // Refused while the record still names us: a conflict, retried next round.
+            false if seen.held_by(&self.sharding.timing.identity) => Hold::Retry,
+            false => Hold::Theirs,
+        })
     }
 
     fn renewed(&self, shard: u32, at: Instant) {
