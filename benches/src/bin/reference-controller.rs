@@ -13,7 +13,10 @@
 //! the cluster of `KUBECONFIG`. With `--finalizer` it also holds each object with a finalizer
 //! as kube-fsm's engine does (added, locked on the resourceVersion, in the object's first
 //! reconcile, which then goes on with the returned object; removed on deletion), so that the
-//! two can be compared doing exactly the same writes.
+//! two can be compared doing exactly the same writes. With `--same-status` it also writes
+//! the status in kube-fsm's shape (the example's two Conditions, `observedGeneration`,
+//! `lastPhaseTransitionTime`, `enteredPhase`) and the child with the example's labels, so that
+//! the objects have the same size and only the engines differ.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -53,6 +56,15 @@ struct DatabaseStatus {
     phase: Option<String>,
     #[serde(default)]
     endpoint: Option<String>,
+    // kube-fsm's fields, decoded as a hand-written controller with Conditions would.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_phase_transition_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    entered_phase: Option<String>,
 }
 
 const MANAGER: &str = "reference-controller";
@@ -61,6 +73,8 @@ const FINALIZER: &str = "example.kube-fsm.dev/reference";
 struct State {
     client: Client,
     finalizer: bool,
+    /// Write kube-fsm's status shape (`--same-status`).
+    same_status: bool,
     children: Store<ConfigMap>,
     /// The resourceVersion of this controller's last status write, per object.
     written: Mutex<HashMap<String, u64>>,
@@ -87,15 +101,19 @@ fn endpoint(db: &Database) -> String {
     )
 }
 
-fn child(db: &Database) -> ConfigMap {
+fn child(db: &Database, same_status: bool) -> ConfigMap {
+    let mut labels = BTreeMap::from([(
+        "app.kubernetes.io/managed-by".to_owned(),
+        "kube-fsm-examples".to_owned(),
+    )]);
+    if same_status {
+        labels.insert("example.kube-fsm.dev/database".to_owned(), db.name_any());
+    }
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(db.name_any()),
             namespace: db.namespace(),
-            labels: Some(BTreeMap::from([(
-                "app.kubernetes.io/managed-by".to_owned(),
-                "kube-fsm-examples".to_owned(),
-            )])),
+            labels: Some(labels),
             owner_references: db.controller_owner_ref(&()).map(|o| vec![o]),
             ..ObjectMeta::default()
         },
@@ -106,6 +124,46 @@ fn child(db: &Database) -> ConfigMap {
         ])),
         ..ConfigMap::default()
     }
+}
+
+/// The status kube-fsm's example writes on entering `phase` (Provisioning: no condition yet;
+/// Running: both conditions True), times at whole seconds as kube-fsm stores them.
+fn machine_status(db: &Database, phase: &str) -> serde_json::Value {
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let now = k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or_default();
+    let generation = db.meta().generation;
+    let condition = |type_: &str, reason: &str, message: String| {
+        json!({
+            "type": type_, "status": "True", "reason": reason, "message": message,
+            "observedGeneration": generation, "lastTransitionTime": now.to_string(),
+        })
+    };
+    let conditions = if phase == "Running" {
+        vec![
+            condition(
+                "PodsReady",
+                "ChildReady",
+                format!(
+                    "{} replica(s) of version {}",
+                    db.spec.replicas, db.spec.version
+                ),
+            ),
+            condition(
+                "ServiceAvailable",
+                "Serving",
+                format!("answers at {}", endpoint(db)),
+            ),
+        ]
+    } else {
+        Vec::new()
+    };
+    json!({
+        "phase": phase,
+        "conditions": conditions,
+        "observedGeneration": generation,
+        "lastPhaseTransitionTime": now.to_string(),
+        "enteredPhase": phase,
+    })
 }
 
 async fn write_status(
@@ -161,9 +219,16 @@ async fn reconcile(db: Arc<Database>, state: Arc<State>) -> Result<Action, Error
     };
     let phase = db.status.as_ref().and_then(|s| s.phase.as_deref());
     match phase {
-        None => write_status(&state, &api, &db, json!({ "phase": "Provisioning" })).await?,
+        None => {
+            let status = if state.same_status {
+                machine_status(&db, "Provisioning")
+            } else {
+                json!({ "phase": "Provisioning" })
+            };
+            write_status(&state, &api, &db, status).await?;
+        }
         Some("Provisioning") => {
-            let desired = child(&db);
+            let desired = child(&db, state.same_status);
             let cached = state
                 .children
                 .get(&ObjectRef::from_obj(&desired))
@@ -180,13 +245,13 @@ async fn reconcile(db: Arc<Database>, state: Arc<State>) -> Result<Action, Error
                 )
                 .await?;
             }
-            write_status(
-                &state,
-                &api,
-                &db,
-                json!({ "phase": "Running", "endpoint": endpoint(&db) }),
-            )
-            .await?;
+            let mut status = if state.same_status {
+                machine_status(&db, "Running")
+            } else {
+                json!({ "phase": "Running" })
+            };
+            status["endpoint"] = endpoint(&db).into();
+            write_status(&state, &api, &db, status).await?;
         }
         _ => {}
     }
@@ -258,6 +323,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let state = Arc::new(State {
         client,
         finalizer: std::env::args().any(|arg| arg == "--finalizer"),
+        same_status: std::env::args().any(|arg| arg == "--same-status"),
         children,
         written: Mutex::new(HashMap::new()),
     });

@@ -13,7 +13,8 @@
 //!
 //! An operator `kube-fsm@concurrency=64+handler-latency=50` runs the example with
 //! `--concurrency 64 --handler-latency 50`: several settings side by side in one run.
-//! `reference@finalizer=1` runs the reference with `--finalizer 1` (its finalizer on).
+//! `reference@finalizer=1` runs the reference with `--finalizer 1` (its finalizer on);
+//! `reference@same-status=1` makes it write kube-fsm's status shape (objects of the same size).
 //! `replicas=R` runs R processes of it (add `shards=S` to split the work); RSS is then the
 //! largest replica's, CPU the sum of all (the killed one's left out). `kill=1` SIGKILLs the
 //! first replica once half the objects are Running and prints how long the rest took.
@@ -434,20 +435,21 @@ async fn install_crd(client: &Client) -> Result<(), BoxError> {
 fn table(options: &Options, runs: &[Run]) -> String {
     let n = options.objects as f64;
     let mut out = String::from(
-        "| operator | Running | converge s | p50 / p99 s | peak RSS MiB | KiB per object | CPU s | CPU ms per object | API server CPU s | status writes | child writes | GETs | 5xx | 409 | Events | finalizer writes | writes while idle |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| operator | Running | converge s | p50 / p99 s | objects/s | peak RSS MiB | MiB per 1 000 | CPU s | CPU ms per object | API server CPU s | status writes | child writes | GETs | 5xx | 409 | Events | finalizer writes | writes while idle |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in runs {
         let q = r.requests;
         out.push_str(&format!(
-            "| {} | {}/{} | {:.1} | {:.2} / {:.2} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {}/{} | {:.1} | {:.2} / {:.2} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.operator,
             r.running,
             options.objects,
             r.converge.as_secs_f64(),
             r.p50.as_secs_f64(),
             r.p99.as_secs_f64(),
+            r.running as f64 / r.converge.as_secs_f64().max(0.001),
             r.rss as f64 / 1_048_576.0,
-            r.rss as f64 / 1024.0 / n,
+            r.rss as f64 / 1_048_576.0 / n * 1000.0,
             r.cpu,
             r.cpu * 1000.0 / n,
             r.apiserver_cpu.map_or("–".into(), |c| format!("{c:.1}")),
@@ -470,7 +472,7 @@ fn table(options: &Options, runs: &[Run]) -> String {
             }
         };
         out.push_str(&format!(
-            "| ratio {} / {} | | {} | {} / {} | {} | | {} | | {} | | | | | | | | |\n",
+            "| ratio {} / {} | | {} | {} / {} | | {} | | {} | | {} | | | | | | | | |\n",
             a.operator,
             b.operator,
             ratio(a.converge.as_secs_f64(), b.converge.as_secs_f64()),
