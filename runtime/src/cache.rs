@@ -3,6 +3,7 @@
 //! index of the children an operator owns is one of them, so "the children of this object" is
 //! a lookup, not a scan of the store and not a request to the API server.
 
+use crate::scope::Scoped;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -17,9 +18,9 @@ pub trait Cached: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {}
 impl<R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Cached for R {}
 
 /// What a watched resource type needs: cached, and decoded from the API server's answers.
-pub trait Watched: Cached + serde::de::DeserializeOwned + fmt::Debug {}
+pub trait Watched: Cached + Scoped + serde::de::DeserializeOwned + fmt::Debug {}
 
-impl<R: Cached + serde::de::DeserializeOwned + fmt::Debug> Watched for R {}
+impl<R: Cached + Scoped + serde::de::DeserializeOwned + fmt::Debug> Watched for R {}
 
 /// The index of every cache by the UIDs of an object's ownerReferences.
 pub const OWNER_INDEX: &str = "kube-fsm/owner-uid";

@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::cache::{Cache, Cached, Watched};
 use crate::context::ContextError;
 use crate::machine::StateMachine;
-use crate::scope::ScopedApi;
+use crate::scope::Scoped;
 use crate::step::Step;
 
 /// How [`Step::apply`] ended.
@@ -47,12 +47,8 @@ impl<K: StateMachine> Step<K> {
     /// let pods = step.api::<Pod>().list(&Default::default()).await?; // a request: prefer the cache
     /// # Ok(()) }
     /// ```
-    pub fn api<R>(&self) -> Api<R>
-    where
-        R: Resource<DynamicType = ()>,
-        R::Scope: ScopedApi,
-    {
-        R::Scope::api(self.client().clone(), self.object.namespace.as_deref())
+    pub fn api<R: Scoped>(&self) -> Api<R> {
+        R::api_in(self.client().clone(), self.object.namespace.as_deref())
     }
 
     /// The operator's cache of `R` (wired with `Operator::owns` or `Operator::watches`).
@@ -111,7 +107,6 @@ impl<K: StateMachine> Step<K> {
     pub async fn apply<C>(&self, mut child: C) -> Result<Applied<C>, ContextError>
     where
         C: Watched + Serialize,
-        C::Scope: ScopedApi,
     {
         let owner = self.object.as_owner.clone().ok_or(ContextError::NoOwner)?;
         let meta = child.meta_mut();
@@ -138,7 +133,7 @@ impl<K: StateMachine> Step<K> {
         {
             return Ok(Applied::Unchanged(cached));
         }
-        let api: Api<C> = C::Scope::api(self.client().clone(), namespace.as_deref());
+        let api: Api<C> = C::api_in(self.client().clone(), namespace.as_deref());
         let params = PatchParams::apply(self.context.field_manager()).force();
         self.context.pace().write().await;
         let written = api.patch(&name, &params, &Patch::Apply(&desired)).await?;
@@ -160,7 +155,6 @@ impl<K: StateMachine> Step<K> {
     pub async fn delete<C>(&self, name: &str) -> Result<bool, ContextError>
     where
         C: Watched,
-        C::Scope: ScopedApi,
     {
         self.context.pace().write().await;
         match self

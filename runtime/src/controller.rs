@@ -22,7 +22,6 @@ use crate::leader::LeaderElection;
 use crate::metrics::{MachineMetrics, Metrics};
 use crate::pace::Pace;
 use crate::reconcile::{Engine, EngineConfig, Events, Reconciled};
-use crate::scope::ScopedApi;
 use crate::shard::Sharding;
 use crate::shard_label::Labeller;
 use crate::shards::Shards;
@@ -34,7 +33,7 @@ type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
 /// Runs a state machine as a Kubernetes controller.
 ///
 /// ```no_run
-/// # async fn demo<K, H>(client: kube::Client, handler: H) where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+/// # async fn demo<K, H>(client: kube::Client, handler: H) where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
 /// kube_fsm::Operator::<K, H>::new(client, handler)
 ///     .namespace("default")
 ///     .concurrency(8)
@@ -75,7 +74,6 @@ impl<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> std::
 impl<K, H> Operator<K, H>
 where
     K: Reconciled<H>,
-    K::Scope: ScopedApi,
     H: Send + Sync + 'static,
 {
     /// A controller for `K` driven by `handler`, watching all namespaces by default.
@@ -225,7 +223,7 @@ where
     /// watched ([`Operator::watches`]) has one watch, with the config of the first call.
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kube::runtime::watcher;
     /// operator.owns::<ConfigMap>(watcher::Config::default().labels("app.kubernetes.io/managed-by=me"))
@@ -235,7 +233,6 @@ where
     pub fn owns<C>(mut self, config: watcher::Config) -> Self
     where
         C: Watched,
-        C::Scope: ScopedApi,
     {
         self.sources.owns::<C>(&self.caches, config);
         self
@@ -248,7 +245,7 @@ where
     /// with the config of the first call: give both the same selector.
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kube::runtime::{reflector::ObjectRef, watcher};
     /// // Every object depends on one settings ConfigMap: a change of it reconciles them all.
@@ -266,7 +263,6 @@ where
     ) -> Self
     where
         R: Watched,
-        R::Scope: ScopedApi,
         I: IntoIterator<Item = ObjectRef<K>> + 'static,
         I::IntoIter: Send,
     {
@@ -280,7 +276,7 @@ where
     /// [`Operator::watches`] does.
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kube::runtime::watcher;
     /// operator.watches_all::<ConfigMap>(
@@ -297,7 +293,6 @@ where
     ) -> Self
     where
         R: Watched,
-        R::Scope: ScopedApi,
     {
         let objects = self.store.clone();
         let mapper = Box::new(move |object: &R| {
@@ -322,7 +317,7 @@ where
     /// [`crate::cache::Cache::indexed`].
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::Secret;
     /// operator.index::<Secret>("type", |secret| secret.type_.clone().into_iter().collect())
     /// # }
@@ -395,7 +390,7 @@ where
         let (controller, engine) = self.build(stop, shards);
         // With sharding: labels new objects while this replica serves shard 0.
         let assigner = engine.labeller.clone().map(|labeller| {
-            let api = K::Scope::api::<kube::core::PartialObjectMeta<K>>(
+            let api = K::api_in::<kube::core::PartialObjectMeta<K>>(
                 labeller.client.clone(),
                 namespace.as_deref(),
             );
@@ -429,7 +424,7 @@ where
         shards: Option<Arc<Shards>>,
     ) -> (Controller<K>, Arc<Engine<K, H>>) {
         let namespace = self.namespace.as_deref();
-        let api = K::Scope::api::<Lenient<K>>(self.client.clone(), namespace);
+        let api = K::api_in::<Lenient<K>>(self.client.clone(), namespace);
         let (reader, writer) = reflector::store::<K>();
         self.health.record_into(self.metrics.clone());
         let events = match &shards {

@@ -9,7 +9,6 @@ use kube::runtime::events::EventType;
 
 use crate::next::Cleanup;
 use crate::reconcile::{Attempt, Engine, ReconcileError, Reconciled};
-use crate::scope::ScopedApi;
 use crate::write::Write;
 
 /// What the finalizer step leaves to do.
@@ -23,7 +22,6 @@ pub(crate) enum Gate<K> {
 impl<K, H> Engine<K, H>
 where
     K: Reconciled<H>,
-    K::Scope: ScopedApi,
     H: Send + Sync + 'static,
 {
     /// Adds the finalizer before any handler runs, and runs cleanup on deletion.

@@ -31,7 +31,7 @@
 //!
 //! ```no_run
 //! # fn demo<K, H>(a: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H>
-//! # where K: kube_fsm::reconcile::Reconciled<H>, K::Scope: kube_fsm::scope::ScopedApi, H: Send + Sync + 'static {
+//! # where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
 //! let mut registry = prometheus_client::registry::Registry::default();
 //! let metrics = kube_fsm::metrics::Metrics::default();
 //! metrics.register(&mut registry); // once

@@ -26,7 +26,7 @@ use crate::health::Health;
 use crate::machine::Phase;
 use crate::memory::Memory;
 use crate::metrics::{MachineMetrics, ReconcileResult};
-use crate::scope::ScopedApi;
+use crate::scope::Scoped;
 use crate::shard_label::Labeller;
 use crate::status::PhaseValue;
 use crate::step_plan::{self, Plan, StepError};
@@ -34,32 +34,12 @@ use crate::write::Write;
 
 /// What a resource type needs to be reconciled by the engine.
 pub trait Reconciled<H>:
-    Dispatch<H>
-    + Resource<DynamicType = ()>
-    + Clone
-    + Debug
-    + Serialize
-    + DeserializeOwned
-    + Send
-    + Sync
-    + 'static
-where
-    Self::Scope: ScopedApi,
+    Dispatch<H> + Scoped + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
 {
 }
 
-impl<K, H> Reconciled<H> for K
-where
-    K: Dispatch<H>
-        + Resource<DynamicType = ()>
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    K::Scope: ScopedApi,
+impl<K, H> Reconciled<H> for K where
+    K: Dispatch<H> + Scoped + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
 {
 }
 
@@ -225,7 +205,6 @@ impl<K: Resource<DynamicType = ()> + crate::StateMachine, H> Debug for Engine<K,
 impl<K, H> Engine<K, H>
 where
     K: Reconciled<H>,
-    K::Scope: ScopedApi,
     H: Send + Sync + 'static,
 {
     /// An engine for objects of `K` (in `namespace`, or all namespaces), recording into
@@ -269,7 +248,7 @@ where
 
     fn api_for(&self, object: &K) -> Api<K> {
         let namespace = object.namespace().or_else(|| self.namespace.clone());
-        K::Scope::api(self.context.client().clone(), namespace.as_deref())
+        K::api_in(self.context.client().clone(), namespace.as_deref())
     }
 
     pub(crate) fn patch_params(&self) -> PatchParams {

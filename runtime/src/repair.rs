@@ -12,14 +12,12 @@ use crate::conditions::truncate;
 use crate::drift::{Drift, Remedy};
 use crate::machine::Phase;
 use crate::reconcile::{Attempt, Engine, ReconcileError, Reconciled};
-use crate::scope::ScopedApi;
 use crate::status::PhaseValue;
 use crate::write::Write;
 
 impl<K, H> Engine<K, H>
 where
     K: Reconciled<H>,
-    K::Scope: ScopedApi,
     H: Send + Sync + 'static,
 {
     /// Detects drift and applies the spec's policy. `None`: go on with the step.

@@ -11,14 +11,12 @@ use kube::runtime::events::{Event, EventType};
 use crate::decide::Transition;
 use crate::machine::Phase;
 use crate::reconcile::{Engine, Events, ReconcileError, Reconciled};
-use crate::scope::ScopedApi;
 use crate::status::PhaseValue;
 use crate::step_plan::Plan;
 
 impl<K, H> Engine<K, H>
 where
     K: Reconciled<H>,
-    K::Scope: ScopedApi,
     H: Send + Sync + 'static,
 {
     /// Records the step's vetoes: the metric for each, a Warning Event only for a veto that

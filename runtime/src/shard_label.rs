@@ -10,11 +10,11 @@ use futures::StreamExt;
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 
 use crate::metrics::MachineMetrics;
 use crate::reconcile::{Engine, Reconciled};
-use crate::scope::ScopedApi;
+use crate::scope::Scoped;
 use crate::shards::{InFlight, Shards};
 
 /// Who writes the labels and where.
@@ -30,12 +30,11 @@ impl Labeller {
     /// Writes the label of the shard of the object with `meta` onto it.
     pub async fn label<K>(&self, meta: &ObjectMeta) -> Result<(), kube::Error>
     where
-        K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-        K::Scope: ScopedApi,
+        K: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
         let sharding = &self.shards.sharding;
         let shard = sharding.shard_of(meta);
-        let api: Api<K> = K::Scope::api(self.client.clone(), meta.namespace.as_deref());
+        let api: Api<K> = K::api_in(self.client.clone(), meta.namespace.as_deref());
         let patch = serde_json::json!({
             "metadata": {
                 "uid": meta.uid,
@@ -67,14 +66,7 @@ impl Labeller {
     /// watch).
     pub async fn assign<K>(self, api: Api<PartialObjectMeta<K>>, selector: Option<String>)
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
-        K::Scope: ScopedApi,
+        K: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     {
         let unlabelled = match selector {
             Some(selector) => format!("{selector},!{}", self.shards.sharding.label()),
@@ -118,7 +110,6 @@ impl Labeller {
 impl<K, H> Engine<K, H>
 where
     K: Reconciled<H>,
-    K::Scope: ScopedApi,
     H: Send + Sync + 'static,
 {
     /// Whether to reconcile `object` now: `Some(None)` without sharding, `Some(Some(_))` while

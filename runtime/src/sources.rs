@@ -13,7 +13,6 @@ use kube::{Client, Resource};
 
 use crate::cache::{Cache, Watched};
 use crate::context::Caches;
-use crate::scope::ScopedApi;
 use crate::watch;
 
 /// Names the objects of `K` to reconcile when an object of another kind changes.
@@ -59,7 +58,6 @@ where
     pub(crate) fn owns<R>(&mut self, caches: &Caches, config: watcher::Config)
     where
         R: Watched,
-        R::Scope: ScopedApi,
     {
         self.update::<R>(caches, config, |source| source.owners = true);
     }
@@ -72,7 +70,6 @@ where
         mapper: Mapper<K, R>,
     ) where
         R: Watched,
-        R::Scope: ScopedApi,
     {
         self.update::<R>(caches, config, |source| source.mappers.push(mapper));
     }
@@ -102,7 +99,6 @@ where
         change: impl FnOnce(&mut Source<K, R>),
     ) where
         R: Watched,
-        R::Scope: ScopedApi,
     {
         let existing = self
             .by_kind
@@ -139,7 +135,6 @@ fn wiring<K, R>(shared: Shared<K, R>, cache: Arc<Cache<R>>) -> Wiring<K>
 where
     K: Watched,
     R: Watched,
-    R::Scope: ScopedApi,
 {
     Box::new(
         move |controller: Controller<K>, client: &Client, namespace, shards: &Selector| {
@@ -152,7 +147,7 @@ where
             else {
                 return controller;
             };
-            let api = R::Scope::api::<R>(client.clone(), namespace);
+            let api = R::api_in::<R>(client.clone(), namespace);
             let events = match shards {
                 Some(served) if owners && mappers.is_empty() => {
                     watch::selected(api, config, served.clone()).boxed()

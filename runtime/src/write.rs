@@ -7,7 +7,6 @@ use kube::{Api, ResourceExt};
 use serde_json::Value;
 
 use crate::reconcile::{Engine, ReconcileError, Reconciled};
-use crate::scope::ScopedApi;
 
 /// How a locked write ended.
 pub(crate) enum Write<K> {
@@ -31,7 +30,6 @@ enum Target {
 impl<K, H> Engine<K, H>
 where
     K: Reconciled<H>,
-    K::Scope: ScopedApi,
     H: Send + Sync + 'static,
 {
     /// Merge-patches the status subresource of `object` with `patch` (`{"status": ...}`).

@@ -8,7 +8,6 @@ use tokio::task::JoinHandle;
 pub fn in_namespace<K, H>(client: &kube::Client, namespace: &str, handler: H) -> Operator<K, H>
 where
     K: kube_fsm::reconcile::Reconciled<H>,
-    K::Scope: kube_fsm::scope::ScopedApi,
     H: Send + Sync + 'static,
 {
     Operator::<K, H>::new(client.clone(), handler)
@@ -31,7 +30,6 @@ impl Running {
     pub fn spawn<K, H>(operator: Operator<K, H>) -> Self
     where
         K: kube_fsm::reconcile::Reconciled<H>,
-        K::Scope: kube_fsm::scope::ScopedApi,
         H: Send + Sync + 'static,
     {
         let (stop, stopped) = oneshot::channel::<()>();

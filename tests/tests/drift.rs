@@ -96,7 +96,6 @@ impl GuardedHandler for Guards {
 fn start<K, H>(client: &Client, namespace: &str, handler: H, recorded: &Recorded) -> Running
 where
     K: kube_fsm::reconcile::Reconciled<H>,
-    K::Scope: kube_fsm::scope::ScopedApi,
     H: Send + Sync + 'static,
 {
     Running::spawn(

@@ -122,7 +122,6 @@ impl DatabaseHandler for DbHandler {
 fn start<K, H>(client: &Client, namespace: &str, handler: H) -> Running
 where
     K: kube_fsm::reconcile::Reconciled<H>,
-    K::Scope: kube_fsm::scope::ScopedApi,
     H: Send + Sync + 'static,
 {
     Running::spawn(operator::in_namespace::<K, H>(client, namespace, handler))
