@@ -33,7 +33,7 @@ type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
 /// Runs a state machine as a Kubernetes controller.
 ///
 /// ```no_run
-/// # async fn demo<K, H>(client: kube::Client, handler: H) where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
+/// # async fn demo<K, H>(client: kube::Client, handler: H) where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
 /// kube_fsm::Operator::<K, H>::new(client, handler)
 ///     .namespace("default")
 ///     .concurrency(8)
@@ -223,7 +223,7 @@ where
     /// watched ([`Operator::watches`]) has one watch, with the config of the first call.
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kube::runtime::watcher;
     /// operator.owns::<ConfigMap>(watcher::Config::default().labels("app.kubernetes.io/managed-by=me"))
@@ -245,7 +245,7 @@ where
     /// with the config of the first call: give both the same selector.
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kube::runtime::{reflector::ObjectRef, watcher};
     /// // Every object depends on one settings ConfigMap: a change of it reconciles them all.
@@ -276,7 +276,7 @@ where
     /// [`Operator::watches`] does.
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kube::runtime::watcher;
     /// operator.watches_all::<ConfigMap>(
@@ -317,7 +317,7 @@ where
     /// [`crate::cache::Cache::indexed`].
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::Secret;
     /// operator.index::<Secret>("type", |secret| secret.type_.clone().into_iter().collect())
     /// # }

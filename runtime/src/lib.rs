@@ -38,6 +38,7 @@ pub mod conditions;
 pub mod context;
 pub mod controller;
 pub mod crd;
+#[doc(hidden)]
 pub mod decide;
 pub mod drift;
 mod finalizer;
@@ -46,11 +47,12 @@ pub mod leader;
 mod lease;
 pub mod machine;
 mod memory;
+#[doc(hidden)]
 pub mod merge_patch;
 pub mod metrics;
 pub mod next;
 mod pace;
-pub mod reconcile;
+mod reconcile;
 mod repair;
 mod report;
 mod scope;
@@ -60,6 +62,7 @@ mod shards;
 mod sources;
 pub mod status;
 pub mod step;
+#[doc(hidden)]
 pub mod step_plan;
 #[cfg(feature = "otlp")]
 pub mod telemetry;
@@ -77,7 +80,7 @@ pub use kube_fsm_macros::state_machine;
 pub use leader::LeaderElection;
 pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, RetiredData, StateMachine};
 pub use next::{Choice, Cleanup, Next, Verdict};
-pub use reconcile::Events;
+pub use reconcile::{Events, ReconcileError, Reconciled};
 pub use scope::Scoped;
 pub use shard::{ShardKey, Sharding};
 pub use status::{MachineStatus, PhaseValue};

@@ -237,11 +237,6 @@ where
         self
     }
 
-    /// The handler.
-    pub fn handler(&self) -> &H {
-        &self.handler
-    }
-
     pub(crate) fn recorder(&self) -> &Recorder {
         self.context.recorder()
     }

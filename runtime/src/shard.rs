@@ -1,5 +1,5 @@
 //! Sharding: which shard an object belongs to, and how many shards a replica should hold.
-//! Pure; the Leases and the label writes are in [`crate::shards`].
+//! Pure; the Leases and the label writes are in `shards.rs` and `shard_label.rs`.
 //!
 //! Objects fall into a fixed number of shards by a stable hash (FNV-1a, the same on every
 //! replica and every version) of their UID, or of their namespace so that one tenant's objects

@@ -121,7 +121,7 @@ impl DatabaseHandler for DbHandler {
 /// Starts an operator for `K` in `namespace` with a short backoff.
 fn start<K, H>(client: &Client, namespace: &str, handler: H) -> Running
 where
-    K: kube_fsm::reconcile::Reconciled<H>,
+    K: kube_fsm::Reconciled<H>,
     H: Send + Sync + 'static,
 {
     Running::spawn(operator::in_namespace::<K, H>(client, namespace, handler))

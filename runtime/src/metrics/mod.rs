@@ -31,7 +31,7 @@
 //!
 //! ```no_run
 //! # fn demo<K, H>(a: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H>
-//! # where K: kube_fsm::reconcile::Reconciled<H>, H: Send + Sync + 'static {
+//! # where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
 //! let mut registry = prometheus_client::registry::Registry::default();
 //! let metrics = kube_fsm::metrics::Metrics::default();
 //! metrics.register(&mut registry); // once
@@ -42,7 +42,6 @@
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
 
 use kube::Resource;
 use kube::runtime::reflector::Store;
@@ -54,8 +53,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::machine::{Phase, StateMachine};
-use crate::status::PhaseValue;
+use crate::machine::StateMachine;
+
+mod recorder;
+
+use recorder::phase_label;
+pub(crate) use recorder::{MachineMetrics, ReconcileResult};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
@@ -101,28 +104,6 @@ fn reconcile_buckets() -> Histogram {
 fn phase_buckets() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 16))
 }
-
-/// How a reconcile ended, as controller-runtime labels it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReconcileResult {
-    /// Done; waits for the next change.
-    Success,
-    /// Done; looks again after a delay.
-    RequeueAfter,
-    /// Failed; retried with backoff.
-    Error,
-}
-
-impl ReconcileResult {
-    fn label(self) -> &'static str {
-        match self {
-            ReconcileResult::Success => "success",
-            ReconcileResult::RequeueAfter => "requeue_after",
-            ReconcileResult::Error => "error",
-        }
-    }
-}
-
 /// The metric families, shared by every controller that records into them.
 #[derive(Debug)]
 struct Families {
@@ -312,218 +293,6 @@ impl Metrics {
             machine: machine.kind,
             _alive: alive,
         }
-    }
-}
-
-/// The `phase` label of a stored phase: its name, or [`UNDECLARED`] for any value the spec
-/// does not declare, so hand-written values cannot grow the label set without bound.
-fn phase_label<P: Phase>(phase: &PhaseValue<P>) -> &str {
-    match phase {
-        PhaseValue::Known(phase) => phase.name(),
-        PhaseValue::Unknown(_) => UNDECLARED,
-    }
-}
-
-/// The `phase` label value of every stored phase the spec does not declare.
-pub const UNDECLARED: &str = "Unknown";
-
-impl PhaseLabels {
-    fn new(machine: &'static str, phase: &str) -> Self {
-        PhaseLabels {
-            machine,
-            phase: phase.to_owned(),
-        }
-    }
-}
-
-/// One controller's view of [`Metrics`]: the families plus its `controller`/`machine` labels.
-#[derive(Debug)]
-pub struct MachineMetrics {
-    families: Arc<Families>,
-    controller: String,
-    machine: &'static str,
-    /// Keeps this controller's `kube_fsm_objects` source registered.
-    _alive: Arc<()>,
-}
-
-impl MachineMetrics {
-    fn controller(&self) -> ControllerLabels {
-        ControllerLabels {
-            controller: self.controller.clone(),
-        }
-    }
-
-    fn machine(&self) -> MachineLabels {
-        MachineLabels {
-            machine: self.machine,
-        }
-    }
-
-    /// Counts a running reconcile until the guard is dropped.
-    pub fn worker(self: &Arc<Self>) -> WorkerGuard {
-        self.families
-            .active_workers
-            .get_or_create(&self.controller())
-            .inc();
-        WorkerGuard(self.clone())
-    }
-
-    /// Records a finished reconcile that ran in `phase`.
-    pub fn reconciled<P: Phase>(
-        &self,
-        result: ReconcileResult,
-        took: Duration,
-        phase: Option<&PhaseValue<P>>,
-    ) {
-        let f = &self.families;
-        let controller = self.controller();
-        f.reconciles
-            .get_or_create(&ResultLabels {
-                controller: controller.controller.clone(),
-                result: result.label(),
-            })
-            .inc();
-        if result == ReconcileResult::Error {
-            f.errors.get_or_create(&controller).inc();
-        }
-        f.reconcile_time
-            .get_or_create(&controller)
-            .observe(took.as_secs_f64());
-        if let Some(phase) = phase {
-            f.phase_reconcile_time
-                .get_or_create(&PhaseLabels::new(self.machine, phase_label(phase)))
-                .observe(took.as_secs_f64());
-        }
-    }
-
-    /// Records a written transition; `stayed` is the time spent in `from`, when known.
-    pub fn transition<P: Phase>(
-        &self,
-        from: Option<&PhaseValue<P>>,
-        to: &'static str,
-        stayed: Option<Duration>,
-    ) {
-        let from = from.map(phase_label);
-        self.families
-            .transitions
-            .get_or_create(&EdgeLabels {
-                machine: self.machine,
-                from: from.unwrap_or_default().to_owned(),
-                to,
-            })
-            .inc();
-        if let (Some(from), Some(stayed)) = (from, stayed) {
-            self.families
-                .time_in_phase
-                .get_or_create(&PhaseLabels::new(self.machine, from))
-                .observe(stayed.as_secs_f64());
-        }
-    }
-
-    /// Records an accepted status write.
-    pub fn status_written(&self) {
-        self.families
-            .status_writes
-            .get_or_create(&self.machine())
-            .inc();
-    }
-
-    /// Records a status write refused with 409 Conflict.
-    pub fn conflict(&self) {
-        self.families.conflicts.get_or_create(&self.machine()).inc();
-    }
-
-    /// Records a transition refused by `before_transition`.
-    pub fn vetoed(&self, from: &str, to: &'static str) {
-        self.families
-            .vetoed
-            .get_or_create(&EdgeLabels {
-                machine: self.machine,
-                from: from.to_owned(),
-                to,
-            })
-            .inc();
-    }
-
-    /// Records an object version the watch could not decode (and skipped).
-    pub fn undecodable(&self) {
-        self.families
-            .undecodable
-            .get_or_create(&self.machine())
-            .inc();
-    }
-
-    /// Records a failed (and restarted) watch.
-    pub fn watch_restart(&self) {
-        self.families
-            .watch_restarts
-            .get_or_create(&self.machine())
-            .inc();
-    }
-
-    /// Records whether the API server is reachable.
-    pub fn connected(&self, up: bool) {
-        self.families
-            .connected
-            .get_or_create(&self.machine())
-            .set(i64::from(up));
-    }
-
-    /// Records how many objects the engine remembers.
-    pub fn remembered(&self, objects: usize) {
-        self.families
-            .remembered
-            .get_or_create(&self.machine())
-            .set(i64::try_from(objects).unwrap_or(i64::MAX));
-    }
-
-    /// Records how many shards this replica serves.
-    pub fn shards_held(&self, shards: usize) {
-        self.families
-            .shards_held
-            .get_or_create(&self.machine())
-            .set(i64::try_from(shards).unwrap_or(i64::MAX));
-    }
-
-    /// Records a shard label written.
-    pub fn shard_labelled(&self) {
-        self.families
-            .shard_labels
-            .get_or_create(&self.machine())
-            .inc();
-    }
-
-    /// Records an outage that lasted `took`.
-    pub fn disconnected_for(&self, took: Duration) {
-        self.families
-            .disconnected
-            .get_or_create(&self.machine())
-            .inc_by(took.as_secs_f64());
-    }
-
-    /// Records drift and what was done about it.
-    pub fn drift(&self, action: &'static str) {
-        self.families
-            .drift
-            .get_or_create(&DriftLabels {
-                machine: self.machine,
-                action,
-            })
-            .inc();
-    }
-}
-
-/// Decrements `controller_runtime_active_workers` when dropped.
-#[derive(Debug)]
-pub struct WorkerGuard(Arc<MachineMetrics>);
-
-impl Drop for WorkerGuard {
-    fn drop(&mut self) {
-        self.0
-            .families
-            .active_workers
-            .get_or_create(&self.0.controller())
-            .dec();
     }
 }
 
