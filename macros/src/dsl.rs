@@ -19,20 +19,8 @@ use syn::{Ident, LitStr, Token, bracketed, parenthesized};
 use crate::diag::Loc;
 use crate::spec::{
     Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawRetired, RawSpec, RawTimeout,
-    RawTransition,
+    RawTransition, Section,
 };
-
-/// The sections the DSL accepts, for "did you mean".
-pub const SECTIONS: &[&str] = &[
-    "phases",
-    "conditions",
-    "events",
-    "transitions",
-    "finalizer",
-    "ready",
-    "drift",
-    "retired",
-];
 
 fn name(ident: &Ident) -> Name {
     Name {
@@ -55,13 +43,26 @@ pub fn parse_sections(
     section: &Ident,
 ) -> syn::Result<()> {
     let content;
-    match section.to_string().as_str() {
-        "phases" => {
+    let written = section.to_string();
+    let Some(known) = Section::named(&written) else {
+        let other = written.as_str();
+        let mut message = format!("unknown section `{other}` in #[state_machine]");
+        if let Some(best) = crate::names::closest(other, Section::names()) {
+            message.push_str(&format!("\n = help: did you mean `{best}`?"));
+        }
+        message.push_str(&format!(
+            "\n = help: the sections are {}, or `spec = \"specs/machine.yaml\"`",
+            Section::names().join(", ")
+        ));
+        return Err(syn::Error::new(section.span(), message));
+    };
+    match known {
+        Section::Phases => {
             parenthesized!(content in input);
             let list = Punctuated::<PhaseDef, Token![,]>::parse_terminated(&content)?;
             spec.phases.extend(list.into_iter().map(|p| p.0));
         }
-        "conditions" => {
+        Section::Conditions => {
             parenthesized!(content in input);
             let list = Punctuated::<Described, Token![,]>::parse_terminated(&content)?;
             spec.conditions
@@ -70,7 +71,7 @@ pub fn parse_sections(
                     description: d.description,
                 }));
         }
-        "events" => {
+        Section::Events => {
             parenthesized!(content in input);
             let list = Punctuated::<Described, Token![,]>::parse_terminated(&content)?;
             spec.events
@@ -80,38 +81,27 @@ pub fn parse_sections(
                     description: d.description,
                 }));
         }
-        "transitions" => {
+        Section::Transitions => {
             parenthesized!(content in input);
             let list = Punctuated::<TransitionDef, Token![,]>::parse_terminated(&content)?;
             spec.transitions.extend(list.into_iter().map(|t| t.0));
         }
-        "finalizer" => {
+        Section::Finalizer => {
             input.parse::<Token![=]>()?;
             spec.finalizer = Some(text(&input.parse()?));
         }
-        "ready" => {
+        Section::Ready => {
             input.parse::<Token![=]>()?;
             spec.ready = Some(parse_name(input)?);
         }
-        "drift" => {
+        Section::Drift => {
             input.parse::<Token![=]>()?;
             spec.drift = Some(name(&input.parse()?));
         }
-        "retired" => {
+        Section::Retired => {
             parenthesized!(content in input);
             let list = Punctuated::<RetiredDef, Token![,]>::parse_terminated(&content)?;
             spec.retired.extend(list.into_iter().map(|r| r.0));
-        }
-        other => {
-            let mut message = format!("unknown section `{other}` in #[state_machine]");
-            if let Some(best) = crate::names::closest(other, SECTIONS.iter().copied()) {
-                message.push_str(&format!("\n = help: did you mean `{best}`?"));
-            }
-            message.push_str(&format!(
-                "\n = help: the sections are {}, or `spec = \"specs/machine.yaml\"`",
-                SECTIONS.join(", ")
-            ));
-            return Err(syn::Error::new(section.span(), message));
         }
     }
     Ok(())
@@ -119,17 +109,7 @@ pub fn parse_sections(
 
 /// An empty spec located at `span`, to be filled by [`parse_sections`].
 pub fn empty(span: Span) -> RawSpec {
-    RawSpec {
-        loc: Loc::Span(span),
-        phases: Vec::new(),
-        conditions: Vec::new(),
-        events: None,
-        transitions: Vec::new(),
-        finalizer: None,
-        ready: None,
-        drift: None,
-        retired: Vec::new(),
-    }
+    RawSpec::empty(Loc::Span(span))
 }
 
 struct PhaseDef(RawPhase);

@@ -4,20 +4,10 @@
 use crate::diag::{Diagnostic, Diagnostics, Loc, Pos, SourceFile};
 use crate::spec::{
     Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawRetired, RawSpec, RawTimeout,
-    RawTransition,
+    RawTransition, Section,
 };
 use crate::yaml::{Node, Value};
 
-const TOP_KEYS: &[&str] = &[
-    "phases",
-    "conditions",
-    "events",
-    "transitions",
-    "finalizer",
-    "ready",
-    "drift",
-    "retired",
-];
 const PHASE_KEYS: &[&str] = &[
     "initial",
     "terminal",
@@ -42,34 +32,28 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn spec(mut self, root: &Node) -> RawSpec {
-        let mut spec = RawSpec {
-            loc: Loc::File(Pos::line_col(1, 1)),
-            phases: Vec::new(),
-            conditions: Vec::new(),
-            events: None,
-            transitions: Vec::new(),
-            finalizer: None,
-            ready: None,
-            drift: None,
-            retired: Vec::new(),
-        };
-        let Some(entries) = self.fields(root, TOP_KEYS, "the spec") else {
+        let mut spec = RawSpec::empty(Loc::File(Pos::line_col(1, 1)));
+        let Some(entries) = self.fields(root, &Section::names(), "the spec") else {
             return spec;
         };
         for (key, value) in entries {
-            match key.text.as_str() {
-                "phases" => {
+            // `fields` kept only section names.
+            let Some(section) = Section::named(&key.text) else {
+                continue;
+            };
+            match section {
+                Section::Phases => {
                     for (name, body) in self.named_entries(value, "phases") {
                         spec.phases.push(self.phase(name, body));
                     }
                 }
-                "conditions" => {
+                Section::Conditions => {
                     for (name, body) in self.named_entries(value, "conditions") {
                         let description = self.description_only(body, "a condition");
                         spec.conditions.push(RawCondition { name, description });
                     }
                 }
-                "events" => {
+                Section::Events => {
                     let mut events = Vec::new();
                     for (name, body) in self.named_entries(value, "events") {
                         let description = self.description_only(body, "an event");
@@ -77,7 +61,7 @@ impl Reader<'_> {
                     }
                     spec.events = Some(events);
                 }
-                "transitions" => {
+                Section::Transitions => {
                     if let Some(items) = self.seq(
                         value,
                         "`transitions`",
@@ -87,11 +71,10 @@ impl Reader<'_> {
                             items.iter().filter_map(|t| self.transition(t)).collect();
                     }
                 }
-                "finalizer" => spec.finalizer = self.string(value, "`finalizer`"),
-                "ready" => spec.ready = self.string(value, "`ready`"),
-                "drift" => spec.drift = self.string(value, "`drift`"),
-                "retired" => spec.retired = self.retired(value),
-                _ => {}
+                Section::Finalizer => spec.finalizer = self.string(value, "`finalizer`"),
+                Section::Ready => spec.ready = self.string(value, "`ready`"),
+                Section::Drift => spec.drift = self.string(value, "`drift`"),
+                Section::Retired => spec.retired = self.retired(value),
             }
         }
         spec
