@@ -1,5 +1,5 @@
-//! Stage 1b: the located YAML tree → [`RawSpec`], reporting every unknown key and wrongly
-//! typed value (with "did you mean") instead of stopping at the first one.
+//! Read stage: the located YAML tree ([`crate::yaml`]) → [`RawSpec`], reporting every unknown
+//! key and wrongly typed value (with "did you mean") instead of stopping at the first one.
 
 use crate::diag::{Diagnostic, Diagnostics, Loc, Pos, SourceFile};
 use crate::spec::{
@@ -18,6 +18,17 @@ const PHASE_KEYS: &[&str] = &[
 const TIMEOUT_KEYS: &[&str] = &["after", "to", "reason"];
 const DESCRIBED_KEYS: &[&str] = &["description"];
 const TRANSITION_KEYS: &[&str] = &["from", "to", "on", "when"];
+
+/// Parses a loaded spec file and reads it; `None` when the text is not YAML.
+pub fn read_file(file: &SourceFile, diags: &mut Diagnostics) -> Option<RawSpec> {
+    match crate::yaml::parse(&file.text) {
+        Ok(node) => Some(read(&node, file, diags)),
+        Err(diagnostic) => {
+            diags.push(diagnostic);
+            None
+        }
+    }
+}
 
 /// Reads a parsed spec document.
 pub fn read(root: &Node, file: &SourceFile, diags: &mut Diagnostics) -> RawSpec {

@@ -11,6 +11,7 @@ mod dsl;
 mod emit;
 mod expand;
 mod from_yaml;
+mod load;
 mod model;
 mod names;
 #[cfg(test)]

@@ -876,11 +876,11 @@ pub(crate) mod tests_support {
 
     /// A valid machine from inline DSL text.
     pub fn machine(dsl: &str) -> Machine {
-        let args = Args::parse(TokenStream::from_str(dsl).unwrap()).unwrap();
+        let mut diags = Diagnostics::default();
+        let args = Args::parse(TokenStream::from_str(dsl).unwrap(), &mut diags).unwrap();
         let SpecSource::Inline(raw) = &args.source else {
             panic!("inline")
         };
-        let mut diags = Diagnostics::default();
         let machine = validate(raw, &mut diags);
         assert!(diags.is_empty(), "{:?}", diags.into_vec());
         machine
@@ -897,11 +897,11 @@ mod machine_tests {
     use crate::args::{Args, SpecSource};
 
     fn check(dsl: &str) -> (Machine, Vec<String>) {
-        let args = Args::parse(TokenStream::from_str(dsl).unwrap()).unwrap();
+        let mut diags = Diagnostics::default();
+        let args = Args::parse(TokenStream::from_str(dsl).unwrap(), &mut diags).unwrap();
         let SpecSource::Inline(raw) = &args.source else {
             panic!("inline")
         };
-        let mut diags = Diagnostics::default();
         let machine = validate(raw, &mut diags);
         (
             machine,
