@@ -167,10 +167,7 @@ impl Diagnostics {
         self.errors.push(diagnostic);
     }
 
-    pub fn len(&self) -> usize {
-        self.errors.len()
-    }
-
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.errors.is_empty()
     }

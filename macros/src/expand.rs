@@ -114,7 +114,7 @@ mod tests {
         let mut diags = Diagnostics::default();
         let raw = from_yaml::read(&node, &file, &mut diags);
         let machine = validate::validate(&raw, &mut diags);
-        assert_eq!(diags.len(), 0, "{:?}", diags.into_vec());
+        assert!(diags.is_empty(), "{:?}", diags.into_vec());
         machine
     }
 
@@ -125,7 +125,7 @@ mod tests {
             panic!("not inline")
         };
         let machine = validate::validate(raw, &mut diags);
-        assert_eq!(diags.len(), 0, "{:?}", diags.into_vec());
+        assert!(diags.is_empty(), "{:?}", diags.into_vec());
         machine
     }
 

@@ -32,17 +32,30 @@ pub fn read_file(file: &SourceFile, diags: &mut Diagnostics) -> Option<RawSpec> 
 
 /// Reads a parsed spec document.
 pub fn read(root: &Node, file: &SourceFile, diags: &mut Diagnostics) -> RawSpec {
-    let reader = Reader { file, diags };
-    reader.spec(root)
+    let mut reader = Reader {
+        file,
+        diags,
+        complete: true,
+    };
+    let mut spec = reader.spec(root);
+    spec.complete = reader.complete;
+    spec
 }
 
 struct Reader<'a> {
     file: &'a SourceFile,
     diags: &'a mut Diagnostics,
+    /// Cleared by the first mistake: what the reader could not read is missing from the spec.
+    complete: bool,
 }
 
 impl Reader<'_> {
-    fn spec(mut self, root: &Node) -> RawSpec {
+    fn report(&mut self, diagnostic: Diagnostic) {
+        self.complete = false;
+        self.diags.push(diagnostic);
+    }
+
+    fn spec(&mut self, root: &Node) -> RawSpec {
         let mut spec = RawSpec::empty(Loc::File(Pos::line_col(1, 1)));
         let Some(entries) = self.fields(root, &Section::names(), "the spec") else {
             return spec;
@@ -137,7 +150,7 @@ impl Reader<'_> {
             .filter_map(|(k, m)| m.then_some(k))
             .collect();
         if !missing.is_empty() {
-            self.diags.push(
+            self.report(
                 Diagnostic::new(
                     loc,
                     format!("`timeout` is missing `{}`", missing.join("` and `")),
@@ -211,7 +224,7 @@ impl Reader<'_> {
             } else {
                 "`from` and `to`"
             };
-            self.diags.push(
+            self.report(
                 Diagnostic::new(loc, format!("transition is missing {missing}"))
                     .help("every transition needs `from` and `to`: `{ from: Pending, to: Running, on: Start }`"),
             );
@@ -245,7 +258,7 @@ impl Reader<'_> {
                 + (trimmed.len() - name.len());
             let pos = Pos::line_col(base.line, col).with_len(name.chars().count());
             if name.is_empty() {
-                self.diags.push(
+                self.report(
                     Diagnostic::new(pos, format!("empty requirement in `when: {}`", text.text))
                         .help("write condition types joined by `&&`, each optionally negated with `!`: `PodsReady && !Degraded`"),
                 );
@@ -280,7 +293,7 @@ impl Reader<'_> {
         for (key, value) in entries {
             let Some(name) = self.key(key) else { continue };
             if !allowed.contains(&name.text.as_str()) {
-                self.diags.push(
+                self.report(
                     Diagnostic::new(name.loc, format!("unknown key `{}` in {what}", name.text))
                         .suggest(&name.text, allowed.iter().copied())
                         .help(format!("the keys of {what} are: {}", allowed.join(", "))),
@@ -292,7 +305,7 @@ impl Reader<'_> {
                     Loc::File(p) => p.line,
                     Loc::Span(_) => 0,
                 };
-                self.diags.push(
+                self.report(
                     Diagnostic::new(
                         name.loc,
                         format!("key `{}` is repeated in {what}", name.text),
@@ -396,7 +409,7 @@ impl Reader<'_> {
 
     fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) {
         let found = node.value.kind();
-        self.diags.push(
+        self.report(
             Diagnostic::new(
                 node.pos,
                 format!("{what} must be {expected}, found {found}"),

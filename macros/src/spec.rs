@@ -82,6 +82,9 @@ pub struct RawSpec {
     pub drift: Option<Text>,
     /// Phase names of older specs and the declared phase each moves to, in spec order.
     pub retired: Vec<RawRetired>,
+    /// Whether the reader took in the whole spec: `false` when it skipped what it could not
+    /// read (unknown keys, wrong types), so graph checks on the rest would only echo that.
+    pub complete: bool,
 }
 
 impl RawSpec {
@@ -97,6 +100,7 @@ impl RawSpec {
             ready: None,
             drift: None,
             retired: Vec::new(),
+            complete: true,
         }
     }
 }

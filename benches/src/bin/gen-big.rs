@@ -249,7 +249,7 @@ mod render;
 mod spec;
 #[cfg(all(feature = "expand", not(test)))]
 #[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/validate.rs"]
+#[path = "../../../macros/src/validate/mod.rs"]
 mod validate;
 #[cfg(all(feature = "expand", not(test)))]
 #[allow(dead_code, unused_imports)]
@@ -274,7 +274,8 @@ mod hand {
         let mut diags = crate::diag::Diagnostics::default();
         let raw = crate::from_yaml::read(&node, &file, &mut diags);
         let machine = crate::validate::validate(&raw, &mut diags);
-        assert_eq!(diags.len(), 0, "{:?}", diags.into_vec());
+        let errors = diags.into_vec();
+        assert!(errors.is_empty(), "{errors:?}");
         let kind = Ident::new("Big", Span::call_site());
         let field = Ident::new("machine", Span::call_site());
         let target = crate::emit::Target {
