@@ -181,6 +181,19 @@ const YAML_CASES: &[(&str, &str)] = &[
     ("empty", ""),
     ("not_a_map", "- a\n- b\n"),
     ("syntax", "phases:\n  A: {x: 1\n"),
+    ("no_phases", "phases: {}\n"),
+    (
+        "condition_twice_after_bad",
+        "phases:\n  A: { initial: true }\n  B: { terminal: true }\nconditions:\n  bad/: {}\n  X: {}\n  X: {}\ntransitions:\n  - { from: A, to: B }\n",
+    ),
+    (
+        "graph_after_read_error",
+        "phases:\n  A: { initial: true, bogus: 1 }\n  B: {}\n  C: { terminal: true }\ntransitions:\n  - { from: A, to: C }\n",
+    ),
+    (
+        "graph_mixed",
+        "phases:\n  A: { initial: true, timeout: { after: 1m, to: C } }\n  B: { timeout: { after: 5y, to: Nowhere, reason: lower } }\n  C: {}\n  D: { terminal: true }\nconditions:\n  X: {}\n  Y: {}\ntransitions:\n  - { from: A, to: B, when: X }\n  - { from: A, to: D, when: X && Y }\n  - { from: B, to: D }\n",
+    ),
 ];
 
 const DSL_CASES: &[&str] = &[
@@ -217,6 +230,18 @@ const DSL_CASES: &[&str] = &[
     "phases(A(initial), B(requeue_after = \"0s\"), C(terminal)), conditions(\"example.com/pods-ready\", \"Ready\"), transitions([A, B] -> C when \"example.com/pods-ready\" && !Ready, A -> B)",
     "phases(HTTPServer(initial), Http_server, C(terminal)), transitions(HTTPServer -> C)",
     "phases(A(initial), B(terminal)), conditions(pods-ready), transitions(A -> B)",
+    "phases(A(initial, requeue_after = \"x\"), b, C(terminal, requeue_after = \"1s\", timeout = \"1m\" -> A as bad), D(initial)), conditions(X, \"bad/\", X), events(Go, go), transitions(A -> C on Go, A -> Z when X && !X, [A, Q] -> C on Stop, C -> A, A -> A when X, A -> C when X, A -> D on Go), finalizer = \"nope\", ready = Y, drift = rvert, retired(A -> Z, Old -> C, Old -> A, self -> A)",
+    "phases(A(initial, timeout = \"1m\" -> C), B(timeout = \"5y\" -> Nowhere as lower), C, D(terminal)), transitions(A -> B, B -> D)",
+    "phases(A(initial, timeout = \"1m\" -> C), B(timeout = \"5s\" -> D as lower), C, D(terminal)), transitions(A -> B, B -> D)",
+    "phases(A(initial), B, C(terminal), E), conditions(X, Y), transitions(A -> B when X, A -> C when X && Y, B -> C, E -> C, B -> E when Y, B -> C when Y && X)",
+    "phases(A(initial), B(terminal)), conditions(\"bad/\", X, X), transitions(A -> B)",
+    "phases(A(initial), HTTPReady, HttpReady(terminal)), transitions(A -> HTTPReady, HTTPReady -> HttpReady)",
+    "phases(A(initial), B(terminal)), conditions(\"a.com/pods-ready\", \"b.com/pods-ready\"), transitions(A -> B)",
+    "phases(A(initial), B(initial), C(terminal), Z), transitions(A -> C, B -> C)",
+    "phases(A(initial), B, C(terminal)), transitions(A -> B on Go, A -> C on Go, A -> B, B -> C, B -> C when X)",
+    "phases(A(initial), B, C(terminal)), events(Go), transitions(A -> B on Stop, B -> C on go, A -> C on Go when X)",
+    "phases(A(initial), B, C(terminal)), transitions(A -> B on go, A -> B on Self, B -> C)",
+    "phases(A(initial), B(terminal)), transitions(A -> B), retired(Old -> Older, Older -> B, Gone -> Lost, Lost -> Nowhere)",
 ];
 
 fn items() -> Vec<(&'static str, TokenStream)> {
