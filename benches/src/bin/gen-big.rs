@@ -229,7 +229,7 @@ mod diag;
 mod emit;
 #[cfg(all(feature = "expand", not(test)))]
 #[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/from_yaml.rs"]
+#[path = "../../../macros/src/from_yaml/mod.rs"]
 mod from_yaml;
 #[cfg(all(feature = "expand", not(test)))]
 #[allow(dead_code, unused_imports)]
