@@ -1,14 +1,14 @@
 //! The pipeline, stage by stage: parse (`args`, `dsl`) → load (`load`) → read (`yaml`,
-//! `from_yaml`) → validate (`validate`) → emit (`emit`), with every diagnostic collected on
-//! the way and emitted next to a best-effort expansion.
+//! `from_yaml`) → validate (`validate`) → lower (`lower`) → emit (`emit`), with every
+//! diagnostic collected on the way and emitted next to a best-effort expansion.
 
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
 
 use crate::args::{self, SpecSource};
 use crate::diag::Diagnostics;
-use crate::emit::{self, Target};
-use crate::{from_yaml, load, validate};
+use crate::lower::{self, Target};
+use crate::{emit, from_yaml, load, validate};
 
 /// Expands `#[state_machine(attr)] item`. Never panics: every failure becomes a compile error.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -35,21 +35,17 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 
     // Without a status there is nowhere to keep the phase: emit the enums only (the handler
     // trait and glue need `StateMachine`), so the one error above is the only one.
+    let target = Target {
+        kind: &input.kind,
+        status_field: input
+            .status
+            .as_ref()
+            .map(|status| (&args.status_field, status.span())),
+        source: &source,
+    };
     let generated = machine
         .filter(|machine| !machine.phases.is_empty())
-        .map(|machine| {
-            emit::emit(
-                &machine,
-                &Target {
-                    kind: &input.kind,
-                    status_field: input
-                        .status
-                        .as_ref()
-                        .map(|status| (&args.status_field, status.span())),
-                    source: &source,
-                },
-            )
-        });
+        .map(|machine| emit::emit(&lower::lower(&machine, &target)));
     let track = loaded.as_ref().map(|loaded| {
         let path = loaded.path.to_string_lossy().into_owned();
         quote!(
@@ -137,7 +133,7 @@ mod tests {
             status_field: Some((&field, Span::call_site())),
             source: "same",
         };
-        emit::emit(machine, &target).to_string()
+        emit::emit(&lower::lower(machine, &target)).to_string()
     }
 
     #[test]

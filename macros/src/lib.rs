@@ -12,6 +12,7 @@ mod emit;
 mod expand;
 mod from_yaml;
 mod load;
+mod lower;
 mod model;
 mod names;
 #[cfg(test)]
