@@ -179,6 +179,34 @@ mod tests {
     }
 
     #[test]
+    fn every_generated_trait_impl_is_automatically_derived() {
+        let item = quote! {
+            #[kube(group = "example.com", version = "v1", kind = "Database", status = "DatabaseStatus")]
+            pub struct DatabaseSpec {}
+        };
+        let out = expand(TokenStream::from_str(REFERENCE_DSL).unwrap(), item);
+        let file: syn::File = syn::parse2(out).unwrap();
+        let impls: Vec<&syn::ItemImpl> = file
+            .items
+            .iter()
+            .filter_map(|item| match item {
+                syn::Item::Impl(i) if i.trait_.is_some() => Some(i),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(impls.len(), 32);
+        for i in impls {
+            assert!(
+                i.attrs
+                    .iter()
+                    .any(|a| a.path().is_ident("automatically_derived")),
+                "{}",
+                quote!(#i)
+            );
+        }
+    }
+
+    #[test]
     fn a_kind_that_is_not_an_identifier_is_an_error_not_a_panic() {
         let item = quote! {
             #[kube(kind = "My-Kind", status = "S")]

@@ -58,6 +58,7 @@ pub fn name_enum(
             }
         },
         display: quote! {
+            #[automatically_derived]
             impl ::core::fmt::Display for #ty {
                 fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                     f.write_str(self.as_str())
@@ -98,6 +99,7 @@ pub fn condition_enum(lowered: &Lowered<'_>) -> TokenStream {
 
         #display
 
+        #[automatically_derived]
         impl ::kube_fsm::ConditionType for #condition {
             fn as_str(self) -> &'static str {
                 Self::as_str(self)

@@ -82,6 +82,7 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
         // Spanned at `#[kube(status = "...")]`, so a status without the field is reported there.
         let get = quote_spanned!(*span=> status.#field);
         quote! {
+            #[automatically_derived]
             impl ::kube_fsm::StateMachine for #kind {
                 type Phase = #phase_enum;
                 type Condition = #condition;
@@ -100,6 +101,7 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
                 }
             }
 
+            #[automatically_derived]
             impl<H: #handler> ::kube_fsm::Dispatch<H> for #kind {
                 type Error = H::Error;
 

@@ -37,6 +37,7 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
                 .iter()
                 .map(|e| quote!(#event_ty::#e => #global::#e,));
             quote! {
+                #[automatically_derived]
                 impl ::core::convert::From<#event_ty> for #global {
                     fn from(event: #event_ty) -> Self {
                         match event {
@@ -53,6 +54,7 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
                 #(#target_docs #targets,)*
             }
 
+            #[automatically_derived]
             impl ::core::convert::From<#target_ty> for #phase_enum {
                 fn from(target: #target_ty) -> Self {
                     match target {
@@ -61,6 +63,7 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
                 }
             }
 
+            #[automatically_derived]
             impl ::core::convert::From<#target_ty> for ::kube_fsm::Next<#target_ty, #event_ty> {
                 fn from(target: #target_ty) -> Self {
                     Self::To(target)
@@ -73,6 +76,7 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
                 #(#event_docs #event_variants,)*
             }
 
+            #[automatically_derived]
             impl ::kube_fsm::__private::PhaseEvent<#phase_enum> for #event_ty {
                 fn target(self) -> #phase_enum {
                     match self {
@@ -86,6 +90,7 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
                 }
             }
 
+            #[automatically_derived]
             impl ::core::convert::From<#event_ty> for ::kube_fsm::Next<#target_ty, #event_ty> {
                 fn from(event: #event_ty) -> Self {
                     Self::Fire(event)

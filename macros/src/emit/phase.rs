@@ -90,6 +90,7 @@ pub fn phase_enum(lowered: &Lowered<'_>) -> TokenStream {
             #fire
         }
 
+        #[automatically_derived]
         impl ::core::default::Default for #phase {
             fn default() -> Self {
                 Self::INITIAL
@@ -98,6 +99,7 @@ pub fn phase_enum(lowered: &Lowered<'_>) -> TokenStream {
 
         #display
 
+        #[automatically_derived]
         impl ::core::str::FromStr for #phase {
             type Err = ::kube_fsm::UnknownPhase;
             #unknown_doc
@@ -116,12 +118,14 @@ pub fn phase_enum(lowered: &Lowered<'_>) -> TokenStream {
             }
         }
 
+        #[automatically_derived]
         impl ::kube_fsm::__private::serde::Serialize for #phase {
             fn serialize<S: ::kube_fsm::__private::serde::Serializer>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error> {
                 serializer.serialize_str(self.as_str())
             }
         }
 
+        #[automatically_derived]
         impl<'de> ::kube_fsm::__private::serde::Deserialize<'de> for #phase {
             fn deserialize<D: ::kube_fsm::__private::serde::Deserializer<'de>>(deserializer: D) -> ::core::result::Result<Self, D::Error> {
                 let value = <::kube_fsm::__private::String as ::kube_fsm::__private::serde::Deserialize>::deserialize(deserializer)?;
@@ -129,6 +133,7 @@ pub fn phase_enum(lowered: &Lowered<'_>) -> TokenStream {
             }
         }
 
+        #[automatically_derived]
         impl ::kube_fsm::__private::schemars::JsonSchema for #phase {
             fn schema_name() -> ::std::borrow::Cow<'static, str> {
                 ::std::borrow::Cow::Borrowed(::core::stringify!(#phase))
@@ -141,6 +146,7 @@ pub fn phase_enum(lowered: &Lowered<'_>) -> TokenStream {
             }
         }
 
+        #[automatically_derived]
         impl ::kube_fsm::Phase for #phase {
             const MACHINE: &'static ::kube_fsm::MachineData = Self::MACHINE;
             fn index(self) -> usize {
