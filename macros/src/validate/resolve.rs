@@ -124,6 +124,8 @@ impl<'a> Resolver<'a, '_> {
         let mut variants: BTreeMap<String, String> = BTreeMap::new();
         for raw in &spec.conditions {
             let name = &raw.name;
+            // As before this restructuring: `i` counts accepted conditions but indexes the
+            // spec's, so after a rejected condition "first declared" names the wrong line.
             let first = self
                 .condition_index
                 .get(&name.text)
