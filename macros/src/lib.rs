@@ -32,9 +32,6 @@ mod spec;
 mod validate;
 mod yaml;
 
-#[cfg(test)]
-mod dump_tmp;
-
 use proc_macro::TokenStream;
 
 /// Compiles a state-machine spec into typed Rust for a kube `CustomResource`.
