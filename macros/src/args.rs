@@ -1,11 +1,25 @@
-//! The attribute's arguments and the `#[kube(...)]` facts the macro reads from the item: one
-//! place for every option and its default.
+//! Parse stage: the attribute's arguments and the item it sits on → [`Input`]. One place for
+//! every option and its default, and for the `#[kube(...)]` facts the macro reads.
 
 use proc_macro2::{Span, TokenStream};
 use syn::parse::{ParseStream, Parser};
-use syn::{Attribute, Ident, LitStr, Token};
+use syn::{Attribute, Ident, ItemStruct, LitStr, Token};
 
+use crate::diag::{Diagnostic, Diagnostics, Loc};
+use crate::dsl::Parsed;
 use crate::spec::RawSpec;
+
+/// What the parse stage hands on: everything later stages need from the macro's input.
+#[derive(Debug)]
+pub struct Input {
+    pub args: Args,
+    /// The resource type (`#[kube(kind = "...")]`), spanned at that string.
+    pub kind: Ident,
+    /// The `kind` string itself, where errors about the resource point.
+    pub kind_lit: LitStr,
+    /// `#[kube(status = "...")]`, if given.
+    pub status: Option<LitStr>,
+}
 
 /// Where the spec comes from.
 #[derive(Debug)]
@@ -26,17 +40,112 @@ pub struct Args {
     pub span: Span,
 }
 
+/// Parses `#[state_machine(attr)] item`. On a mistake it reports it and returns `None`: without
+/// the arguments or the resource kind there is nothing to generate.
+pub fn parse(attr: TokenStream, item: &TokenStream, diags: &mut Diagnostics) -> Option<Input> {
+    let Ok(item) = syn::parse2::<ItemStruct>(item.clone()) else {
+        diags.push(
+            Diagnostic::new(
+                Span::call_site(),
+                "#[state_machine] goes on the spec struct of a kube `CustomResource`",
+            )
+            .help("place it above `#[derive(CustomResource)]` on `struct FooSpec { .. }`"),
+        );
+        return None;
+    };
+    let args = Args::parse(attr, diags)?;
+    let kube = match KubeAttrs::read(&item.attrs) {
+        Ok(kube) => kube,
+        Err(err) => {
+            diags.push(err.into());
+            return None;
+        }
+    };
+    let Some(kind_lit) = kube.kind else {
+        diags.push(
+            Diagnostic::new(
+                item.ident.span(),
+                "#[state_machine] needs the resource kind from `#[kube(kind = \"...\")]`",
+            )
+            .help("put #[state_machine] above `#[derive(CustomResource)]` and `#[kube(group = .., version = .., kind = \"Database\", status = \"DatabaseStatus\")]`"),
+        );
+        return None;
+    };
+    // `Ident::new` panics on a non-identifier; kube's derive rejects such kinds too, but this
+    // macro runs first and must answer with an error, not a panic.
+    let Ok(ident) = syn::parse_str::<Ident>(&kind_lit.value()) else {
+        diags.push(
+            Diagnostic::new(
+                kind_lit.span(),
+                format!("the kind `{}` is not a Rust identifier", kind_lit.value()),
+            )
+            .help("kinds are UpperCamelCase names such as `Database`"),
+        );
+        return None;
+    };
+    Some(Input {
+        args,
+        kind: Ident::new(&ident.to_string(), kind_lit.span()),
+        kind_lit,
+        status: kube.status,
+    })
+}
+
+impl Input {
+    /// Reports a resource without `#[kube(status)]`: there is nowhere to keep the phase.
+    /// (`expand` calls it after validation, so it follows the spec's own errors.)
+    pub fn require_status(&self, diags: &mut Diagnostics) {
+        if self.status.is_some() {
+            return;
+        }
+        let kind = &self.kind;
+        diags.push(
+            Diagnostic::new(
+                Loc::Span(self.kind_lit.span()),
+                format!(
+                    "a state machine needs a status: add `status = \"{kind}Status\"` to #[kube(...)]"
+                ),
+            )
+            .help(format!(
+                "and give `{kind}Status` (deriving Default) the field `#[serde(flatten)] pub {}: kube_fsm::MachineStatus<{kind}Phase>`",
+                self.args.status_field
+            )),
+        );
+    }
+}
+
 impl Args {
-    pub fn parse(tokens: TokenStream) -> syn::Result<Self> {
+    /// Parses the attribute's arguments; on a mistake, reports it and returns `None`.
+    pub fn parse(tokens: TokenStream, diags: &mut Diagnostics) -> Option<Self> {
         let span = tokens
             .clone()
             .into_iter()
             .next()
             .map_or_else(Span::call_site, |t| t.span());
-        (|input: ParseStream<'_>| Self::parse_inner(input, span)).parse2(tokens)
+        // The mistake that stopped parsing wins over syn's complaint about the tokens it left.
+        let mut stopped = None;
+        let parsed = (|input: ParseStream<'_>| match Self::parse_inner(input, span) {
+            Ok(args) => Ok(Some(args)),
+            Err(mistake) => {
+                stopped = Some(mistake);
+                Ok(None)
+            }
+        })
+        .parse2(tokens);
+        match (stopped, parsed) {
+            (Some(mistake), _) => {
+                diags.push(mistake);
+                None
+            }
+            (None, Ok(args)) => args,
+            (None, Err(err)) => {
+                diags.push(err.into());
+                None
+            }
+        }
     }
 
-    fn parse_inner(input: ParseStream<'_>, span: Span) -> syn::Result<Self> {
+    fn parse_inner(input: ParseStream<'_>, span: Span) -> Parsed<Self> {
         let mut file: Option<LitStr> = None;
         let mut status_field = None;
         let mut inline = crate::dsl::empty(span);
@@ -53,7 +162,7 @@ impl Args {
                     status_field = Some(input.parse::<Ident>()?);
                 }
                 _ => {
-                    crate::dsl::parse_sections(input, &mut inline, &key)?;
+                    crate::dsl::parse_section(input, &mut inline, &key)?;
                     first_section.get_or_insert(key);
                 }
             }
@@ -63,20 +172,17 @@ impl Args {
         }
         let source = match (file, first_section) {
             (Some(_), Some(section)) => {
-                return Err(syn::Error::new(
+                return Err(Diagnostic::new(
                     section.span(),
-                    format!(
-                        "`{section}` given inline together with `spec = \"...\"`\n = help: write the machine either in the spec file or inline, not both"
-                    ),
-                ));
+                    format!("`{section}` given inline together with `spec = \"...\"`"),
+                )
+                .help("write the machine either in the spec file or inline, not both"));
             }
             (Some(file), None) => SpecSource::File(file),
             (None, Some(_)) => SpecSource::Inline(Box::new(inline)),
             (None, None) => {
-                return Err(syn::Error::new(
-                    span,
-                    "#[state_machine] needs a spec\n = help: write `#[state_machine(spec = \"specs/machine.yaml\")]`, or the machine inline: `#[state_machine(phases(...), transitions(...))]`",
-                ));
+                return Err(Diagnostic::new(span, "#[state_machine] needs a spec")
+                    .help("write `#[state_machine(spec = \"specs/machine.yaml\")]`, or the machine inline: `#[state_machine(phases(...), transitions(...))]`"));
             }
         };
         Ok(Args {
@@ -89,13 +195,13 @@ impl Args {
 
 /// What `#[kube(...)]` says about the resource.
 #[derive(Debug)]
-pub struct KubeAttrs {
-    pub kind: Option<LitStr>,
-    pub status: Option<LitStr>,
+struct KubeAttrs {
+    kind: Option<LitStr>,
+    status: Option<LitStr>,
 }
 
 impl KubeAttrs {
-    pub fn read(attrs: &[Attribute]) -> syn::Result<Self> {
+    fn read(attrs: &[Attribute]) -> syn::Result<Self> {
         let mut out = KubeAttrs {
             kind: None,
             status: None,
@@ -118,5 +224,42 @@ impl KubeAttrs {
             })?;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+
+    fn mistakes(attr: &str) -> Vec<Diagnostic> {
+        let mut diags = Diagnostics::default();
+        let args = Args::parse(TokenStream::from_str(attr).unwrap(), &mut diags);
+        assert!(args.is_none(), "{attr} parsed");
+        diags.into_vec()
+    }
+
+    #[test]
+    fn a_mistake_is_one_diagnostic_with_its_help_apart() {
+        let [unknown] = mistakes("phases(A(terminal)), phase(B)")
+            .try_into()
+            .unwrap();
+        assert_eq!(
+            unknown.message,
+            "unknown section `phase` in #[state_machine]"
+        );
+        assert_eq!(unknown.help[0], "did you mean `phases`?");
+        assert!(unknown.help[1].starts_with("the sections are phases, conditions,"));
+        let [both] = mistakes("spec = \"a.yaml\", phases(A)").try_into().unwrap();
+        assert_eq!(both.help.len(), 1, "{both:?}");
+    }
+
+    #[test]
+    fn the_mistake_that_stopped_parsing_wins_over_the_tokens_left_after_it() {
+        let [option] = mistakes("phases(A(bogus, initial), B)").try_into().unwrap();
+        assert_eq!(option.message, "unknown phase option `bogus`");
+        let [syntax] = mistakes("phases(A) B").try_into().unwrap();
+        assert_eq!(syntax.message, "expected `,`");
     }
 }

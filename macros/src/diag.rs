@@ -114,6 +114,14 @@ impl Diagnostic {
     }
 }
 
+/// A syntax error of syn's, at its span, without help. (The errors syn's parser makes carry one
+/// message each.)
+impl From<syn::Error> for Diagnostic {
+    fn from(err: syn::Error) -> Self {
+        Diagnostic::new(err.span(), err.to_string())
+    }
+}
+
 /// The spec file being compiled: its name as shown in messages and its text.
 #[derive(Debug)]
 pub struct SourceFile {
@@ -159,10 +167,7 @@ impl Diagnostics {
         self.errors.push(diagnostic);
     }
 
-    pub fn len(&self) -> usize {
-        self.errors.len()
-    }
-
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.errors.is_empty()
     }

@@ -1,4 +1,4 @@
-//! Stage 1 (inline form): the attribute DSL → [`RawSpec`], located by token spans.
+//! Parse stage (inline form): the attribute DSL → [`RawSpec`], located by token spans.
 //!
 //! ```text
 //! phases(Pending(initial), Provisioning(requeue_after = "10s", timeout = "10m" -> Failed), Failed(terminal)),
@@ -10,28 +10,31 @@
 //! drift = revert,                                     // optional: adopt (default) | revert
 //! retired(Provisioning -> Creating),                  // optional: old phase name -> declared phase
 //! ```
+//!
+//! Parsing stops at the first mistake, a syntax error of syn's or a [`Diagnostic`] of ours:
+//! past it, the tokens mean nothing reliable.
 
 use proc_macro2::Span;
-use syn::parse::{Parse, ParseStream};
+use syn::parse::{ParseBuffer, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Ident, LitStr, Token, bracketed, parenthesized};
 
-use crate::diag::Loc;
+use crate::diag::{Diagnostic, Loc};
 use crate::spec::{
     Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawRetired, RawSpec, RawTimeout,
-    RawTransition,
+    RawTransition, Section,
 };
 
-/// The sections the DSL accepts, for "did you mean".
-pub const SECTIONS: &[&str] = &[
-    "phases",
-    "conditions",
-    "events",
-    "transitions",
-    "finalizer",
-    "ready",
-    "drift",
-    "retired",
+/// A parse result: the value, or the first mistake (syn's errors convert with `?`).
+pub type Parsed<T> = Result<T, Diagnostic>;
+
+/// The options a phase accepts, for "did you mean".
+const PHASE_OPTIONS: [&str; 5] = [
+    "initial",
+    "terminal",
+    "description",
+    "requeue_after",
+    "timeout",
 ];
 
 fn name(ident: &Ident) -> Name {
@@ -48,31 +51,32 @@ fn text(lit: &LitStr) -> Name {
     }
 }
 
-/// Parses the DSL sections that follow the attribute's options.
-pub fn parse_sections(
-    input: ParseStream<'_>,
-    spec: &mut RawSpec,
-    section: &Ident,
-) -> syn::Result<()> {
-    let content;
-    match section.to_string().as_str() {
-        "phases" => {
-            parenthesized!(content in input);
-            let list = Punctuated::<PhaseDef, Token![,]>::parse_terminated(&content)?;
-            spec.phases.extend(list.into_iter().map(|p| p.0));
-        }
-        "conditions" => {
-            parenthesized!(content in input);
-            let list = Punctuated::<Described, Token![,]>::parse_terminated(&content)?;
+/// Parses the DSL section named `section`, which follows the attribute's options.
+pub fn parse_section(input: ParseStream<'_>, spec: &mut RawSpec, section: &Ident) -> Parsed<()> {
+    let written = section.to_string();
+    let Some(known) = Section::named(&written) else {
+        return Err(Diagnostic::new(
+            section.span(),
+            format!("unknown section `{written}` in #[state_machine]"),
+        )
+        .suggest(&written, Section::names())
+        .help(format!(
+            "the sections are {}, or `spec = \"specs/machine.yaml\"`",
+            Section::names().join(", ")
+        )));
+    };
+    match known {
+        Section::Phases => spec.phases.extend(list(&parens(input)?, phase)?),
+        Section::Conditions => {
+            let list = list(&parens(input)?, described)?;
             spec.conditions
                 .extend(list.into_iter().map(|d| RawCondition {
                     name: d.name,
                     description: d.description,
                 }));
         }
-        "events" => {
-            parenthesized!(content in input);
-            let list = Punctuated::<Described, Token![,]>::parse_terminated(&content)?;
+        Section::Events => {
+            let list = list(&parens(input)?, described)?;
             spec.events
                 .get_or_insert_with(Vec::new)
                 .extend(list.into_iter().map(|d| RawEvent {
@@ -80,128 +84,104 @@ pub fn parse_sections(
                     description: d.description,
                 }));
         }
-        "transitions" => {
-            parenthesized!(content in input);
-            let list = Punctuated::<TransitionDef, Token![,]>::parse_terminated(&content)?;
-            spec.transitions.extend(list.into_iter().map(|t| t.0));
-        }
-        "finalizer" => {
+        Section::Transitions => spec.transitions.extend(list(&parens(input)?, transition)?),
+        Section::Finalizer => {
             input.parse::<Token![=]>()?;
             spec.finalizer = Some(text(&input.parse()?));
         }
-        "ready" => {
+        Section::Ready => {
             input.parse::<Token![=]>()?;
             spec.ready = Some(parse_name(input)?);
         }
-        "drift" => {
+        Section::Drift => {
             input.parse::<Token![=]>()?;
             spec.drift = Some(name(&input.parse()?));
         }
-        "retired" => {
-            parenthesized!(content in input);
-            let list = Punctuated::<RetiredDef, Token![,]>::parse_terminated(&content)?;
-            spec.retired.extend(list.into_iter().map(|r| r.0));
-        }
-        other => {
-            let mut message = format!("unknown section `{other}` in #[state_machine]");
-            if let Some(best) = crate::names::closest(other, SECTIONS.iter().copied()) {
-                message.push_str(&format!("\n = help: did you mean `{best}`?"));
-            }
-            message.push_str(&format!(
-                "\n = help: the sections are {}, or `spec = \"specs/machine.yaml\"`",
-                SECTIONS.join(", ")
-            ));
-            return Err(syn::Error::new(section.span(), message));
-        }
+        Section::Retired => spec.retired.extend(list(&parens(input)?, retired)?),
     }
     Ok(())
 }
 
-/// An empty spec located at `span`, to be filled by [`parse_sections`].
+/// An empty spec located at `span`, to be filled by [`parse_section`].
 pub fn empty(span: Span) -> RawSpec {
-    RawSpec {
-        loc: Loc::Span(span),
-        phases: Vec::new(),
-        conditions: Vec::new(),
-        events: None,
-        transitions: Vec::new(),
-        finalizer: None,
-        ready: None,
-        drift: None,
-        retired: Vec::new(),
-    }
+    RawSpec::empty(Loc::Span(span))
 }
 
-struct PhaseDef(RawPhase);
+/// The contents of `( .. )`.
+fn parens<'a>(input: ParseStream<'a>) -> syn::Result<ParseBuffer<'a>> {
+    let content;
+    parenthesized!(content in input);
+    Ok(content)
+}
 
-impl Parse for PhaseDef {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let ident: Ident = input.parse()?;
-        let mut phase = RawPhase {
-            name: name(&ident),
-            initial: None,
-            terminal: None,
-            description: None,
-            requeue_after: None,
-            timeout: None,
-        };
-        if input.peek(syn::token::Paren) {
-            let content;
-            parenthesized!(content in input);
-            while !content.is_empty() {
-                let key: Ident = content.parse()?;
-                match key.to_string().as_str() {
-                    "initial" => phase.initial = Some(Loc::Span(key.span())),
-                    "terminal" => phase.terminal = Some(Loc::Span(key.span())),
-                    "description" => {
-                        content.parse::<Token![=]>()?;
-                        phase.description = Some(content.parse::<LitStr>()?.value());
-                    }
-                    "requeue_after" => {
-                        content.parse::<Token![=]>()?;
-                        phase.requeue_after = Some(text(&content.parse()?));
-                    }
-                    "timeout" => {
-                        content.parse::<Token![=]>()?;
-                        let after = text(&content.parse()?);
-                        content.parse::<Token![->]>()?;
-                        let to = name(&content.parse()?);
-                        let reason = if content.peek(Token![as]) {
-                            content.parse::<Token![as]>()?;
-                            Some(name(&content.parse()?))
-                        } else {
-                            None
-                        };
-                        phase.timeout = Some(RawTimeout {
-                            loc: Loc::Span(key.span()),
-                            after,
-                            to,
-                            reason,
-                        });
-                    }
-                    other => {
-                        let options = [
-                            "initial",
-                            "terminal",
-                            "description",
-                            "requeue_after",
-                            "timeout",
-                        ];
-                        let mut message = format!("unknown phase option `{other}`");
-                        if let Some(best) = crate::names::closest(other, options) {
-                            message.push_str(&format!("\n = help: did you mean `{best}`?"));
-                        }
-                        message.push_str("\n = help: phase options are initial, terminal, description = \"..\", requeue_after = \"10s\", timeout = \"10m\" -> Target [as Reason]");
-                        return Err(syn::Error::new(key.span(), message));
-                    }
+/// `item, item, ..` up to the end of `input`, with an optional trailing comma.
+fn list<T>(input: ParseStream<'_>, item: fn(ParseStream<'_>) -> Parsed<T>) -> Parsed<Vec<T>> {
+    let mut out = Vec::new();
+    while !input.is_empty() {
+        out.push(item(input)?);
+        if input.is_empty() {
+            break;
+        }
+        input.parse::<Token![,]>()?;
+    }
+    Ok(out)
+}
+
+fn phase(input: ParseStream<'_>) -> Parsed<RawPhase> {
+    let ident: Ident = input.parse()?;
+    let mut phase = RawPhase {
+        name: name(&ident),
+        initial: None,
+        terminal: None,
+        description: None,
+        requeue_after: None,
+        timeout: None,
+    };
+    if input.peek(syn::token::Paren) {
+        let content = parens(input)?;
+        while !content.is_empty() {
+            let key: Ident = content.parse()?;
+            match key.to_string().as_str() {
+                "initial" => phase.initial = Some(Loc::Span(key.span())),
+                "terminal" => phase.terminal = Some(Loc::Span(key.span())),
+                "description" => {
+                    content.parse::<Token![=]>()?;
+                    phase.description = Some(content.parse::<LitStr>()?.value());
                 }
-                if !content.is_empty() {
-                    content.parse::<Token![,]>()?;
+                "requeue_after" => {
+                    content.parse::<Token![=]>()?;
+                    phase.requeue_after = Some(text(&content.parse()?));
+                }
+                "timeout" => {
+                    content.parse::<Token![=]>()?;
+                    let after = text(&content.parse()?);
+                    content.parse::<Token![->]>()?;
+                    let to = name(&content.parse()?);
+                    let reason = if content.peek(Token![as]) {
+                        content.parse::<Token![as]>()?;
+                        Some(name(&content.parse()?))
+                    } else {
+                        None
+                    };
+                    phase.timeout = Some(RawTimeout {
+                        loc: Loc::Span(key.span()),
+                        after,
+                        to,
+                        reason,
+                    });
+                }
+                other => {
+                    return Err(Diagnostic::new(key.span(), format!("unknown phase option `{other}`"))
+                        .suggest(other, PHASE_OPTIONS)
+                        .help("phase options are initial, terminal, description = \"..\", requeue_after = \"10s\", timeout = \"10m\" -> Target [as Reason]"));
                 }
             }
+            if !content.is_empty() {
+                content.parse::<Token![,]>()?;
+            }
         }
-        Ok(PhaseDef(phase))
     }
+    Ok(phase)
 }
 
 /// `Name` or `"string"`, optionally followed by `(description = "...")`.
@@ -210,115 +190,99 @@ struct Described {
     description: Option<String>,
 }
 
-impl Parse for Described {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let name = parse_name(input)?;
-        let mut description = None;
-        if input.peek(syn::token::Paren) {
-            let content;
-            parenthesized!(content in input);
-            let key: Ident = content.parse()?;
-            if key != "description" {
-                return Err(syn::Error::new(
-                    key.span(),
-                    format!(
-                        "unknown option `{key}`; the only option here is `description = \"...\"`"
-                    ),
-                ));
-            }
-            content.parse::<Token![=]>()?;
-            description = Some(content.parse::<LitStr>()?.value());
-            content.parse::<Option<Token![,]>>()?;
+fn described(input: ParseStream<'_>) -> Parsed<Described> {
+    let name = parse_name(input)?;
+    let mut description = None;
+    if input.peek(syn::token::Paren) {
+        let content = parens(input)?;
+        let key: Ident = content.parse()?;
+        if key != "description" {
+            return Err(Diagnostic::new(
+                key.span(),
+                format!("unknown option `{key}`; the only option here is `description = \"...\"`"),
+            ));
         }
-        Ok(Described { name, description })
+        content.parse::<Token![=]>()?;
+        description = Some(content.parse::<LitStr>()?.value());
+        content.parse::<Option<Token![,]>>()?;
     }
+    Ok(Described { name, description })
 }
 
 fn parse_name(input: ParseStream<'_>) -> syn::Result<Name> {
     if input.peek(LitStr) {
         Ok(text(&input.parse()?))
     } else {
-        let ident = input.call(Ident::parse_any_ident)?;
+        let ident = input.call(any_ident)?;
         Ok(name(&ident))
     }
 }
 
-trait ParseAnyIdent {
-    fn parse_any_ident(input: ParseStream<'_>) -> syn::Result<Ident>;
-}
-
-impl ParseAnyIdent for Ident {
-    /// Keywords too, so that `Self` as a phase name gets our "is a Rust keyword" error.
-    fn parse_any_ident(input: ParseStream<'_>) -> syn::Result<Ident> {
-        syn::ext::IdentExt::parse_any(input)
-    }
+/// Any identifier, keywords too, so that `Self` as a phase name gets our "is a Rust keyword"
+/// error.
+fn any_ident(input: ParseStream<'_>) -> syn::Result<Ident> {
+    syn::ext::IdentExt::parse_any(input)
 }
 
 /// `Provisioning -> Creating`: an old phase name and the declared phase it moves to.
-struct RetiredDef(RawRetired);
-
-impl Parse for RetiredDef {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let old = name(&input.call(Ident::parse_any_ident)?);
-        input.parse::<Token![->]>()?;
-        let to = name(&input.call(Ident::parse_any_ident)?);
-        Ok(RetiredDef(RawRetired { name: old, to }))
-    }
+fn retired(input: ParseStream<'_>) -> Parsed<RawRetired> {
+    let old = name(&input.call(any_ident)?);
+    input.parse::<Token![->]>()?;
+    let to = name(&input.call(any_ident)?);
+    Ok(RawRetired { name: old, to })
 }
 
-struct TransitionDef(RawTransition);
-
-impl Parse for TransitionDef {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let start = input.span();
-        let from = if input.peek(syn::token::Bracket) {
-            let content;
-            bracketed!(content in input);
-            let list = Punctuated::<Ident, Token![,]>::parse_terminated_with(
-                &content,
-                Ident::parse_any_ident,
-            )?;
-            list.iter().map(name).collect()
-        } else {
-            vec![name(&input.call(Ident::parse_any_ident)?)]
-        };
-        input.parse::<Token![->]>()?;
-        let to = name(&input.call(Ident::parse_any_ident)?);
-        let mut on = None;
-        let mut when = Vec::new();
-        if !input.is_empty() && !input.peek(Token![,]) {
-            let keyword: Ident = input.parse()?;
-            match keyword.to_string().as_str() {
-                "on" => on = Some(name(&input.call(Ident::parse_any_ident)?)),
-                "when" => loop {
-                    let negated = input.parse::<Option<Token![!]>>()?.is_some();
-                    when.push(RawRequirement {
-                        condition: parse_name(input)?,
-                        status: !negated,
-                    });
-                    if input.parse::<Option<Token![&&]>>()?.is_none() {
-                        break;
-                    }
-                },
-                other => {
-                    return Err(syn::Error::new(
-                        keyword.span(),
-                        format!(
-                            "expected `on Event` or `when Condition` after the target, found `{other}`"
-                        ),
-                    ));
+fn transition(input: ParseStream<'_>) -> Parsed<RawTransition> {
+    let start = input.span();
+    let from = if input.peek(syn::token::Bracket) {
+        phase_list(input)?
+    } else {
+        vec![name(&input.call(any_ident)?)]
+    };
+    input.parse::<Token![->]>()?;
+    let to = name(&input.call(any_ident)?);
+    let mut on = None;
+    let mut when = Vec::new();
+    if !input.is_empty() && !input.peek(Token![,]) {
+        let keyword: Ident = input.parse()?;
+        match keyword.to_string().as_str() {
+            "on" => on = Some(name(&input.call(any_ident)?)),
+            "when" => loop {
+                let negated = input.parse::<Option<Token![!]>>()?.is_some();
+                when.push(RawRequirement {
+                    condition: parse_name(input)?,
+                    status: !negated,
+                });
+                if input.parse::<Option<Token![&&]>>()?.is_none() {
+                    break;
                 }
+            },
+            other => {
+                return Err(Diagnostic::new(
+                    keyword.span(),
+                    format!(
+                        "expected `on Event` or `when Condition` after the target, found `{other}`"
+                    ),
+                ));
             }
         }
-        let loc = Loc::Span(start.join(span_of(&to)).unwrap_or(start));
-        Ok(TransitionDef(RawTransition {
-            loc,
-            from,
-            to,
-            on,
-            when,
-        }))
     }
+    let loc = Loc::Span(start.join(span_of(&to)).unwrap_or(start));
+    Ok(RawTransition {
+        loc,
+        from,
+        to,
+        on,
+        when,
+    })
+}
+
+/// `[A, B]`: the sources of a transition from several phases.
+fn phase_list(input: ParseStream<'_>) -> syn::Result<Vec<Name>> {
+    let content;
+    bracketed!(content in input);
+    let list = Punctuated::<Ident, Token![,]>::parse_terminated_with(&content, any_ident)?;
+    Ok(list.iter().map(name).collect())
 }
 
 fn span_of(name: &Name) -> Span {

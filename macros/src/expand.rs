@@ -1,117 +1,59 @@
-//! The pipeline: arguments → spec (file or inline) → validated machine → tokens, with every
+//! The pipeline, stage by stage: parse (`args`, `dsl`) → load (`load`) → read (`yaml`,
+//! `from_yaml`) → validate (`validate`) → lower (`lower`) → emit (`emit`), with every
 //! diagnostic collected on the way and emitted next to a best-effort expansion.
 
-use std::path::{Path, PathBuf};
-
-use proc_macro2::{Ident, Span, TokenStream};
+use proc_macro2::{Span, TokenStream};
 use quote::quote;
-use syn::ItemStruct;
 
-use crate::args::{Args, KubeAttrs, SpecSource};
-use crate::diag::{Diagnostic, Diagnostics, Loc, SourceFile};
-use crate::emit::{self, Target};
-use crate::{from_yaml, validate, yaml};
+use crate::args::{self, SpecSource};
+use crate::diag::Diagnostics;
+use crate::lower::{self, Target};
+use crate::{emit, from_yaml, load, validate};
 
 /// Expands `#[state_machine(attr)] item`. Never panics: every failure becomes a compile error.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let item_struct: ItemStruct = match syn::parse2(item.clone()) {
-        Ok(item) => item,
-        Err(_) => {
-            let err = syn::Error::new(
-                Span::call_site(),
-                "#[state_machine] goes on the spec struct of a kube `CustomResource`\n = help: place it above `#[derive(CustomResource)]` on `struct FooSpec { .. }`",
-            );
-            return with_errors(&item, err.to_compile_error());
-        }
-    };
-    let args = match Args::parse(attr) {
-        Ok(args) => args,
-        Err(err) => return with_errors(&item, err.to_compile_error()),
-    };
-    let kube = match KubeAttrs::read(&item_struct.attrs) {
-        Ok(kube) => kube,
-        Err(err) => return with_errors(&item, err.to_compile_error()),
-    };
-    let Some(kind_lit) = kube.kind else {
-        let err = syn::Error::new(
-            item_struct.ident.span(),
-            "#[state_machine] needs the resource kind from `#[kube(kind = \"...\")]`\n = help: put #[state_machine] above `#[derive(CustomResource)]` and `#[kube(group = .., version = .., kind = \"Database\", status = \"DatabaseStatus\")]`",
-        );
-        return with_errors(&item, err.to_compile_error());
-    };
-    // `Ident::new` panics on a non-identifier; kube's derive rejects such kinds too, but this
-    // macro runs first and must answer with an error, not a panic.
-    let kind = match syn::parse_str::<Ident>(&kind_lit.value()) {
-        Ok(ident) => Ident::new(&ident.to_string(), kind_lit.span()),
-        Err(_) => {
-            let err = syn::Error::new(
-                kind_lit.span(),
-                format!(
-                    "the kind `{}` is not a Rust identifier\n = help: kinds are UpperCamelCase names such as `Database`",
-                    kind_lit.value()
-                ),
-            );
-            return with_errors(&item, err.to_compile_error());
-        }
-    };
-
     let mut diags = Diagnostics::default();
-    let mut file = None;
-    let mut tracked = None;
-    let mut from_file = None;
-    if let SpecSource::File(lit) = &args.source
-        && let Some((source, path)) = load(lit, &mut diags)
-    {
-        {
-            match yaml::parse(&source.text) {
-                Ok(node) => from_file = Some(from_yaml::read(&node, &source, &mut diags)),
-                Err(d) => diags.push(d),
-            }
-            tracked = Some(path);
-            file = Some(source);
-        }
-    }
-    let (raw, source_name) = match &args.source {
-        SpecSource::Inline(raw) => (Some(raw.as_ref()), "inline".to_owned()),
-        SpecSource::File(lit) => (from_file.as_ref(), lit.value()),
+    let Some(input) = args::parse(attr, &item, &mut diags) else {
+        let errors = Diagnostics::to_compile_errors(diags.into_vec(), None, Span::call_site());
+        return quote!(#item #errors);
+    };
+    let args = &input.args;
+    let loaded = match &args.source {
+        SpecSource::File(lit) => load::load(lit, &mut diags),
+        SpecSource::Inline(_) => None,
+    };
+    let read = loaded
+        .as_ref()
+        .and_then(|loaded| from_yaml::read_file(&loaded.file, &mut diags));
+    // YAML positions are reported at the `spec = "..."` literal.
+    let (raw, source, spec_span) = match &args.source {
+        SpecSource::Inline(raw) => (Some(raw.as_ref()), "inline".to_owned(), args.span),
+        SpecSource::File(lit) => (read.as_ref(), lit.value(), lit.span()),
     };
     let machine = raw.map(|raw| validate::validate(raw, &mut diags));
-    if kube.status.is_none() {
-        diags.push(Diagnostic::new(
-            Loc::Span(kind_lit.span()),
-            format!("a state machine needs a status: add `status = \"{kind}Status\"` to #[kube(...)]"),
-        )
-        .help(format!(
-            "and give `{kind}Status` (deriving Default) the field `#[serde(flatten)] pub {}: kube_fsm::MachineStatus<{kind}Phase>`",
-            args.status_field
-        )));
-    }
+    input.require_status(&mut diags);
 
     // Without a status there is nowhere to keep the phase: emit the enums only (the handler
     // trait and glue need `StateMachine`), so the one error above is the only one.
-    let status_span = kube.status.as_ref().map(syn::LitStr::span);
-    let generated = match &machine {
-        Some(machine) if !machine.phases.is_empty() => emit::emit(
-            machine,
-            &Target {
-                kind: &kind,
-                status_field: status_span.map(|span| (&args.status_field, span)),
-                source: &source_name,
-            },
-        ),
-        _ => TokenStream::new(),
+    let target = Target {
+        kind: &input.kind,
+        status_field: input
+            .status
+            .as_ref()
+            .map(|status| (&args.status_field, status.span())),
+        source: &source,
     };
-    let track = tracked.map(|path| {
-        let path = path.to_string_lossy().into_owned();
+    let generated = machine
+        .filter(|machine| !machine.phases.is_empty())
+        .map(|machine| emit::emit(&lower::lower(&machine, &target)));
+    let track = loaded.as_ref().map(|loaded| {
+        let path = loaded.path.to_string_lossy().into_owned();
         quote!(
             const _: &[u8] = ::core::include_bytes!(#path);
         )
     });
-    let file_span = match &args.source {
-        SpecSource::File(lit) => lit.span(),
-        SpecSource::Inline(_) => args.span,
-    };
-    let errors = Diagnostics::to_compile_errors(diags.into_vec(), file.as_ref(), file_span);
+    let file = loaded.as_ref().map(|loaded| &loaded.file);
+    let errors = Diagnostics::to_compile_errors(diags.into_vec(), file, spec_span);
     quote! {
         #item
         #generated
@@ -120,100 +62,17 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-fn with_errors(item: &TokenStream, errors: TokenStream) -> TokenStream {
-    quote!(#item #errors)
-}
-
-/// Resolves and reads the spec file relative to the user crate's `CARGO_MANIFEST_DIR`.
-fn load(lit: &syn::LitStr, diags: &mut Diagnostics) -> Option<(SourceFile, PathBuf)> {
-    let written = lit.value();
-    let at = Loc::Span(lit.span());
-    if written.trim().is_empty() {
-        diags.push(
-            Diagnostic::new(at, "the spec path is empty")
-                .help("write `spec = \"specs/machine.yaml\"`, relative to the crate's Cargo.toml"),
-        );
-        return None;
-    }
-    if Path::new(&written).is_absolute() {
-        diags.push(
-            Diagnostic::new(at, format!("the spec path `{written}` is absolute"))
-                .help("write the path relative to the crate's Cargo.toml (CARGO_MANIFEST_DIR), e.g. `specs/machine.yaml`, so the crate builds on other machines"),
-        );
-        return None;
-    }
-    let Some(manifest_dir) = std::env::var_os("CARGO_MANIFEST_DIR") else {
-        diags.push(
-            Diagnostic::new(at, "CARGO_MANIFEST_DIR is not set").help("build the crate with cargo"),
-        );
-        return None;
-    };
-    let path = PathBuf::from(manifest_dir).join(&written);
-    let text = match std::fs::read(&path) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(_) => {
-                diags.push(
-                    Diagnostic::new(at, format!("the spec file `{written}` is not UTF-8 text"))
-                        .help("save the spec as UTF-8"),
-                );
-                return None;
-            }
-        },
-        Err(err) => {
-            let help = if err.kind() == std::io::ErrorKind::NotFound {
-                format!(
-                    "no file at `{}`; spec paths are relative to the crate's Cargo.toml (a crate in `examples/` names `../specs/x.yaml`)",
-                    path.display()
-                )
-            } else {
-                format!("reading `{}` failed: {err}", path.display())
-            };
-            diags.push(
-                Diagnostic::new(at, format!("cannot read the spec file `{written}`")).help(help),
-            );
-            return None;
-        }
-    };
-    let display = display_path(&path, &written);
-    Some((SourceFile::new(display, text), path))
-}
-
-/// The path to print in messages: relative to the working directory cargo runs rustc in (the
-/// workspace root) when possible, so terminals and editors can open `file:line:col`.
-fn display_path(path: &Path, written: &str) -> String {
-    let normalized = normalize(path);
-    std::env::current_dir()
-        .ok()
-        .and_then(|cwd| {
-            normalized
-                .strip_prefix(normalize(&cwd))
-                .ok()
-                .map(|p| p.to_string_lossy().into_owned())
-        })
-        .unwrap_or_else(|| written.to_owned())
-}
-
-/// Removes `.` and `..` components without touching the file system.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
     use std::str::FromStr;
 
+    use proc_macro2::Ident;
+
     use super::*;
+    use crate::args::Args;
+    use crate::diag::SourceFile;
+    use crate::yaml;
 
     const REFERENCE_DSL: &str = r#"
         phases(
@@ -251,18 +110,18 @@ mod tests {
         let mut diags = Diagnostics::default();
         let raw = from_yaml::read(&node, &file, &mut diags);
         let machine = validate::validate(&raw, &mut diags);
-        assert_eq!(diags.len(), 0, "{:?}", diags.into_vec());
+        assert!(diags.is_empty(), "{:?}", diags.into_vec());
         machine
     }
 
     fn machine_from_dsl(dsl: &str) -> crate::model::Machine {
-        let args = Args::parse(TokenStream::from_str(dsl).unwrap()).unwrap();
+        let mut diags = Diagnostics::default();
+        let args = Args::parse(TokenStream::from_str(dsl).unwrap(), &mut diags).unwrap();
         let SpecSource::Inline(raw) = &args.source else {
             panic!("not inline")
         };
-        let mut diags = Diagnostics::default();
         let machine = validate::validate(raw, &mut diags);
-        assert_eq!(diags.len(), 0, "{:?}", diags.into_vec());
+        assert!(diags.is_empty(), "{:?}", diags.into_vec());
         machine
     }
 
@@ -274,7 +133,7 @@ mod tests {
             status_field: Some((&field, Span::call_site())),
             source: "same",
         };
-        emit::emit(machine, &target).to_string()
+        emit::emit(&lower::lower(machine, &target)).to_string()
     }
 
     #[test]
@@ -317,6 +176,34 @@ mod tests {
             assert_eq!(expand(attr.clone(), item.clone()).to_string(), first);
         }
         assert!(!first.contains("compile_error"), "{first}");
+    }
+
+    #[test]
+    fn every_generated_trait_impl_is_automatically_derived() {
+        let item = quote! {
+            #[kube(group = "example.com", version = "v1", kind = "Database", status = "DatabaseStatus")]
+            pub struct DatabaseSpec {}
+        };
+        let out = expand(TokenStream::from_str(REFERENCE_DSL).unwrap(), item);
+        let file: syn::File = syn::parse2(out).unwrap();
+        let impls: Vec<&syn::ItemImpl> = file
+            .items
+            .iter()
+            .filter_map(|item| match item {
+                syn::Item::Impl(i) if i.trait_.is_some() => Some(i),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(impls.len(), 32);
+        for i in impls {
+            assert!(
+                i.attrs
+                    .iter()
+                    .any(|a| a.path().is_ident("automatically_derived")),
+                "{}",
+                quote!(#i)
+            );
+        }
     }
 
     #[test]

@@ -1,9 +1,19 @@
 //! The `#[state_machine]` attribute of kube-fsm. Depend on the `kube-fsm` crate, which
 //! re-exports it; this crate only compiles specs into Rust.
 //!
-//! Stages, each its own module with a typed artifact between them:
-//! `args`/`dsl` or `yaml` → `from_yaml` ([`spec::RawSpec`]) → `validate` ([`model::Machine`])
-//! → `emit` (tokens). Diagnostics are collected across stages (`diag`).
+//! Stages, each its own module with a typed artifact between them, run in order by `expand`:
+//!
+//! 1. parse: `args`, `dsl` → `args::Input` (options, resource kind, an inline
+//!    `spec::RawSpec` or the spec path);
+//! 2. load: `load` → the spec file (`load::Loaded`);
+//! 3. read: `yaml`, `from_yaml` → `spec::RawSpec`;
+//! 4. validate: `validate` (`resolve` → `check` → `graph`) → `model::Machine`;
+//! 5. lower: `lower` → `lower::Lowered` (every generated name, each phase's targets and
+//!    events, docs, diagrams);
+//! 6. emit: `emit` → tokens.
+//!
+//! Diagnostics are collected across stages (`diag`) and reported together; the macro never
+//! panics.
 
 mod args;
 mod diag;
@@ -11,6 +21,8 @@ mod dsl;
 mod emit;
 mod expand;
 mod from_yaml;
+mod load;
+mod lower;
 mod model;
 mod names;
 #[cfg(test)]

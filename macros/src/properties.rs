@@ -1,13 +1,13 @@
 //! Property tests of the spec front-end: any text — the reference specs mutated at random —
-//! goes through read → validate → emit without a panic, and every error it reports points at
-//! a real line of the file.
+//! goes through read → validate → lower → emit without a panic, and every error it reports
+//! points at a real line of the file.
 
 use proc_macro2::{Ident, Span};
 use proptest::prelude::*;
 
 use crate::diag::{Diagnostics, Loc, SourceFile};
-use crate::emit::{self, Target};
-use crate::{from_yaml, validate, yaml};
+use crate::lower::{self, Target};
+use crate::{emit, from_yaml, validate, yaml};
 
 const SEEDS: [&str; 2] = [
     include_str!("../../specs/database.yaml"),
@@ -111,7 +111,7 @@ fn check(text: &str) -> Result<(), TestCaseError> {
                     status_field: None,
                     source: "mutated",
                 };
-                let _ = emit::emit(&machine, &target);
+                let _ = emit::emit(&lower::lower(&machine, &target));
             }
         }
         Err(diagnostic) => diags.push(diagnostic),

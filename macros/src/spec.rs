@@ -4,6 +4,58 @@
 
 use crate::diag::Loc;
 
+/// A top-level section of a spec: a key of the YAML document, a section of the inline DSL.
+/// The one list of their names, so both forms accept (and suggest) the same ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    Phases,
+    Conditions,
+    Events,
+    Transitions,
+    Finalizer,
+    Ready,
+    Drift,
+    Retired,
+}
+
+impl Section {
+    /// Every section, in the order messages list them.
+    pub const ALL: [Section; 8] = [
+        Section::Phases,
+        Section::Conditions,
+        Section::Events,
+        Section::Transitions,
+        Section::Finalizer,
+        Section::Ready,
+        Section::Drift,
+        Section::Retired,
+    ];
+
+    /// The name written in a spec.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Section::Phases => "phases",
+            Section::Conditions => "conditions",
+            Section::Events => "events",
+            Section::Transitions => "transitions",
+            Section::Finalizer => "finalizer",
+            Section::Ready => "ready",
+            Section::Drift => "drift",
+            Section::Retired => "retired",
+        }
+    }
+
+    /// Every section's name, in [`Section::ALL`] order.
+    pub fn names() -> [&'static str; 8] {
+        Section::ALL.map(Section::name)
+    }
+
+    /// The section written as `name`, if there is one.
+    pub fn named(name: &str) -> Option<Section> {
+        Section::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
 /// A name (phase, condition, event, reason) and where it was written.
 #[derive(Clone, Debug)]
 pub struct Name {
@@ -30,6 +82,27 @@ pub struct RawSpec {
     pub drift: Option<Text>,
     /// Phase names of older specs and the declared phase each moves to, in spec order.
     pub retired: Vec<RawRetired>,
+    /// Whether the reader took in the whole spec: `false` when it skipped what it could not
+    /// read (unknown keys, wrong types), so graph checks on the rest would only echo that.
+    pub complete: bool,
+}
+
+impl RawSpec {
+    /// A spec with no sections yet, starting at `loc`.
+    pub fn empty(loc: Loc) -> Self {
+        RawSpec {
+            loc,
+            phases: Vec::new(),
+            conditions: Vec::new(),
+            events: None,
+            transitions: Vec::new(),
+            finalizer: None,
+            ready: None,
+            drift: None,
+            retired: Vec::new(),
+            complete: true,
+        }
+    }
 }
 
 /// `Provisioning: Creating` (YAML) or `Provisioning -> Creating` (DSL): objects stored in the
@@ -86,4 +159,18 @@ pub struct RawTransition {
 pub struct RawRequirement {
     pub condition: Name,
     pub status: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Section;
+
+    #[test]
+    fn every_section_is_listed_once_and_found_by_its_name() {
+        for (i, section) in Section::ALL.into_iter().enumerate() {
+            assert_eq!(section as usize, i, "ALL is in declaration order");
+            assert_eq!(Section::named(section.name()), Some(section));
+        }
+        assert_eq!(Section::named("phase"), None);
+    }
 }

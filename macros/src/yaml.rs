@@ -1,4 +1,4 @@
-//! Stage 1a: YAML text → a located node tree.
+//! Read stage, first half: YAML text → a located node tree.
 //!
 //! serde-saphyr parses under a resource budget (alias bombs, deep nesting and huge inputs are
 //! rejected by the parser, not by our stack) and hands us every node with its line and column.

@@ -225,12 +225,16 @@ fn main() -> ExitCode {
 mod diag;
 #[cfg(all(feature = "expand", not(test)))]
 #[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/emit.rs"]
+#[path = "../../../macros/src/emit/mod.rs"]
 mod emit;
 #[cfg(all(feature = "expand", not(test)))]
 #[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/from_yaml.rs"]
+#[path = "../../../macros/src/from_yaml/mod.rs"]
 mod from_yaml;
+#[cfg(all(feature = "expand", not(test)))]
+#[allow(dead_code, unused_imports)]
+#[path = "../../../macros/src/lower.rs"]
+mod lower;
 #[cfg(all(feature = "expand", not(test)))]
 #[allow(dead_code, unused_imports)]
 #[path = "../../../macros/src/model.rs"]
@@ -249,7 +253,7 @@ mod render;
 mod spec;
 #[cfg(all(feature = "expand", not(test)))]
 #[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/validate.rs"]
+#[path = "../../../macros/src/validate/mod.rs"]
 mod validate;
 #[cfg(all(feature = "expand", not(test)))]
 #[allow(dead_code, unused_imports)]
@@ -274,15 +278,16 @@ mod hand {
         let mut diags = crate::diag::Diagnostics::default();
         let raw = crate::from_yaml::read(&node, &file, &mut diags);
         let machine = crate::validate::validate(&raw, &mut diags);
-        assert_eq!(diags.len(), 0, "{:?}", diags.into_vec());
+        let errors = diags.into_vec();
+        assert!(errors.is_empty(), "{errors:?}");
         let kind = Ident::new("Big", Span::call_site());
         let field = Ident::new("machine", Span::call_site());
-        let target = crate::emit::Target {
+        let target = crate::lower::Target {
             kind: &kind,
             status_field: Some((&field, Span::call_site())),
             source: SOURCE,
         };
-        crate::emit::emit(&machine, &target)
+        crate::emit::emit(&crate::lower::lower(&machine, &target))
     }
 
     fn expansion(spec: &str) -> syn::File {
@@ -307,12 +312,13 @@ mod hand {
             let t2 = Instant::now();
             let kind = Ident::new("Big", Span::call_site());
             let field = Ident::new("machine", Span::call_site());
-            let target = crate::emit::Target {
+            let target = crate::lower::Target {
                 kind: &kind,
                 status_field: Some((&field, Span::call_site())),
                 source: SOURCE,
             };
-            let out = crate::emit::emit(&machine, &target);
+            // "emit" below is lower + emit: one stage until the pipeline split them.
+            let out = crate::emit::emit(&crate::lower::lower(&machine, &target));
             let t3 = Instant::now();
             tokens = out.into_iter().count();
             for (stage, took) in

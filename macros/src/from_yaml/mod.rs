@@ -1,23 +1,15 @@
-//! Stage 1b: the located YAML tree → [`RawSpec`], reporting every unknown key and wrongly
-//! typed value (with "did you mean") instead of stopping at the first one.
+//! Read stage: the located YAML tree ([`crate::yaml`]) → [`RawSpec`], reporting every unknown
+//! key and wrongly typed value (with "did you mean") instead of stopping at the first one.
 
 use crate::diag::{Diagnostic, Diagnostics, Loc, Pos, SourceFile};
 use crate::spec::{
     Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawRetired, RawSpec, RawTimeout,
-    RawTransition,
+    RawTransition, Section,
 };
 use crate::yaml::{Node, Value};
 
-const TOP_KEYS: &[&str] = &[
-    "phases",
-    "conditions",
-    "events",
-    "transitions",
-    "finalizer",
-    "ready",
-    "drift",
-    "retired",
-];
+mod shape;
+
 const PHASE_KEYS: &[&str] = &[
     "initial",
     "terminal",
@@ -29,47 +21,65 @@ const TIMEOUT_KEYS: &[&str] = &["after", "to", "reason"];
 const DESCRIBED_KEYS: &[&str] = &["description"];
 const TRANSITION_KEYS: &[&str] = &["from", "to", "on", "when"];
 
+/// Parses a loaded spec file and reads it; `None` when the text is not YAML.
+pub fn read_file(file: &SourceFile, diags: &mut Diagnostics) -> Option<RawSpec> {
+    match crate::yaml::parse(&file.text) {
+        Ok(node) => Some(read(&node, file, diags)),
+        Err(diagnostic) => {
+            diags.push(diagnostic);
+            None
+        }
+    }
+}
+
 /// Reads a parsed spec document.
 pub fn read(root: &Node, file: &SourceFile, diags: &mut Diagnostics) -> RawSpec {
-    let reader = Reader { file, diags };
-    reader.spec(root)
+    let mut reader = Reader {
+        file,
+        diags,
+        complete: true,
+    };
+    let mut spec = reader.spec(root);
+    spec.complete = reader.complete;
+    spec
 }
 
 struct Reader<'a> {
     file: &'a SourceFile,
     diags: &'a mut Diagnostics,
+    /// Cleared by the first mistake: what the reader could not read is missing from the spec.
+    complete: bool,
 }
 
 impl Reader<'_> {
-    fn spec(mut self, root: &Node) -> RawSpec {
-        let mut spec = RawSpec {
-            loc: Loc::File(Pos::line_col(1, 1)),
-            phases: Vec::new(),
-            conditions: Vec::new(),
-            events: None,
-            transitions: Vec::new(),
-            finalizer: None,
-            ready: None,
-            drift: None,
-            retired: Vec::new(),
-        };
-        let Some(entries) = self.fields(root, TOP_KEYS, "the spec") else {
+    fn report(&mut self, diagnostic: Diagnostic) {
+        self.complete = false;
+        self.diags.push(diagnostic);
+    }
+
+    fn spec(&mut self, root: &Node) -> RawSpec {
+        let mut spec = RawSpec::empty(Loc::File(Pos::line_col(1, 1)));
+        let Some(entries) = self.fields(root, &Section::names(), "the spec") else {
             return spec;
         };
         for (key, value) in entries {
-            match key.text.as_str() {
-                "phases" => {
+            // `fields` kept only section names.
+            let Some(section) = Section::named(&key.text) else {
+                continue;
+            };
+            match section {
+                Section::Phases => {
                     for (name, body) in self.named_entries(value, "phases") {
                         spec.phases.push(self.phase(name, body));
                     }
                 }
-                "conditions" => {
+                Section::Conditions => {
                     for (name, body) in self.named_entries(value, "conditions") {
                         let description = self.description_only(body, "a condition");
                         spec.conditions.push(RawCondition { name, description });
                     }
                 }
-                "events" => {
+                Section::Events => {
                     let mut events = Vec::new();
                     for (name, body) in self.named_entries(value, "events") {
                         let description = self.description_only(body, "an event");
@@ -77,7 +87,7 @@ impl Reader<'_> {
                     }
                     spec.events = Some(events);
                 }
-                "transitions" => {
+                Section::Transitions => {
                     if let Some(items) = self.seq(
                         value,
                         "`transitions`",
@@ -87,11 +97,10 @@ impl Reader<'_> {
                             items.iter().filter_map(|t| self.transition(t)).collect();
                     }
                 }
-                "finalizer" => spec.finalizer = self.string(value, "`finalizer`"),
-                "ready" => spec.ready = self.string(value, "`ready`"),
-                "drift" => spec.drift = self.string(value, "`drift`"),
-                "retired" => spec.retired = self.retired(value),
-                _ => {}
+                Section::Finalizer => spec.finalizer = self.string(value, "`finalizer`"),
+                Section::Ready => spec.ready = self.string(value, "`ready`"),
+                Section::Drift => spec.drift = self.string(value, "`drift`"),
+                Section::Retired => spec.retired = self.retired(value),
             }
         }
         spec
@@ -143,7 +152,7 @@ impl Reader<'_> {
             .filter_map(|(k, m)| m.then_some(k))
             .collect();
         if !missing.is_empty() {
-            self.diags.push(
+            self.report(
                 Diagnostic::new(
                     loc,
                     format!("`timeout` is missing `{}`", missing.join("` and `")),
@@ -217,7 +226,7 @@ impl Reader<'_> {
             } else {
                 "`from` and `to`"
             };
-            self.diags.push(
+            self.report(
                 Diagnostic::new(loc, format!("transition is missing {missing}"))
                     .help("every transition needs `from` and `to`: `{ from: Pending, to: Running, on: Start }`"),
             );
@@ -251,7 +260,7 @@ impl Reader<'_> {
                 + (trimmed.len() - name.len());
             let pos = Pos::line_col(base.line, col).with_len(name.chars().count());
             if name.is_empty() {
-                self.diags.push(
+                self.report(
                     Diagnostic::new(pos, format!("empty requirement in `when: {}`", text.text))
                         .help("write condition types joined by `&&`, each optionally negated with `!`: `PodsReady && !Degraded`"),
                 );
@@ -267,175 +276,6 @@ impl Reader<'_> {
             offset += part.len() + 2;
         }
         out
-    }
-
-    // ---- shape helpers -------------------------------------------------------------------
-
-    /// A mapping with string keys drawn from `allowed`; reports unknown and repeated keys.
-    fn fields<'n>(
-        &mut self,
-        node: &'n Node,
-        allowed: &[&str],
-        what: &str,
-    ) -> Option<Vec<(Name, &'n Node)>> {
-        let Value::Map(entries) = &node.value else {
-            self.wrong_type(node, what, "a mapping");
-            return None;
-        };
-        let mut out: Vec<(Name, &Node)> = Vec::new();
-        for (key, value) in entries {
-            let Some(name) = self.key(key) else { continue };
-            if !allowed.contains(&name.text.as_str()) {
-                self.diags.push(
-                    Diagnostic::new(name.loc, format!("unknown key `{}` in {what}", name.text))
-                        .suggest(&name.text, allowed.iter().copied())
-                        .help(format!("the keys of {what} are: {}", allowed.join(", "))),
-                );
-                continue;
-            }
-            if let Some((first, _)) = out.iter().find(|(k, _)| k.text == name.text) {
-                let first_line = match first.loc {
-                    Loc::File(p) => p.line,
-                    Loc::Span(_) => 0,
-                };
-                self.diags.push(
-                    Diagnostic::new(
-                        name.loc,
-                        format!("key `{}` is repeated in {what}", name.text),
-                    )
-                    .help(format!(
-                        "it was already set on line {first_line}; keep one of them"
-                    )),
-                );
-                continue;
-            }
-            out.push((name, value));
-        }
-        Some(out)
-    }
-
-    /// A mapping from names to bodies (phases, conditions, events); duplicates are kept for
-    /// validation to report by name.
-    fn named_entries<'n>(&mut self, node: &'n Node, what: &str) -> Vec<(Name, &'n Node)> {
-        match &node.value {
-            Value::Map(entries) => entries
-                .iter()
-                .filter_map(|(k, v)| Some((self.key(k)?, v)))
-                .collect(),
-            Value::Null => Vec::new(),
-            _ => {
-                self.wrong_type(
-                    node,
-                    &format!("`{what}`"),
-                    "a mapping from names to settings, e.g. `Pending: {}`",
-                );
-                Vec::new()
-            }
-        }
-    }
-
-    fn description_only(&mut self, body: &Node, what: &str) -> Option<String> {
-        if matches!(body.value, Value::Null) {
-            return None;
-        }
-        let entries = self.fields(body, DESCRIBED_KEYS, what)?;
-        entries
-            .into_iter()
-            .find_map(|(_, v)| self.string(v, "`description`"))
-            .map(|t| t.text)
-    }
-
-    fn seq<'n>(&mut self, node: &'n Node, what: &str, expected: &str) -> Option<&'n [Node]> {
-        match &node.value {
-            Value::Seq(items) => Some(items),
-            Value::Null => Some(&[]),
-            _ => {
-                self.wrong_type(node, what, expected);
-                None
-            }
-        }
-    }
-
-    /// One name, or a list of names.
-    fn names(&mut self, node: &Node, what: &str) -> Vec<Name> {
-        match &node.value {
-            Value::Seq(items) => items
-                .iter()
-                .filter_map(|item| self.string(item, what))
-                .collect(),
-            _ => self.string(node, what).into_iter().collect(),
-        }
-    }
-
-    fn key(&mut self, node: &Node) -> Option<Name> {
-        self.string(node, "a key")
-    }
-
-    /// A scalar as text, located exactly at its characters on the line.
-    fn string(&mut self, node: &Node, what: &str) -> Option<Name> {
-        let text = match &node.value {
-            Value::Str(s) => s.clone(),
-            Value::Bool(b) => b.to_string(),
-            Value::Int(i) => i.to_string(),
-            Value::Float(f) => f.to_string(),
-            _ => {
-                self.wrong_type(node, what, "a string");
-                return None;
-            }
-        };
-        let pos = self.locate(node.pos, &text);
-        Some(Name {
-            text,
-            loc: Loc::File(pos),
-        })
-    }
-
-    fn flag(&mut self, node: &Node, what: &str) -> bool {
-        match node.value {
-            Value::Bool(b) => b,
-            _ => {
-                self.wrong_type(node, what, "`true` or `false`");
-                false
-            }
-        }
-    }
-
-    fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) {
-        let found = node.value.kind();
-        self.diags.push(
-            Diagnostic::new(
-                node.pos,
-                format!("{what} must be {expected}, found {found}"),
-            )
-            .help(format!("write {what} as {expected}")),
-        );
-    }
-
-    /// A flow mapping written on one line (`{ from: A, to: B }`) underlined to its end.
-    fn flow_extent(&self, pos: Pos) -> Pos {
-        let Some(line) = self.file.line(pos.line) else {
-            return pos;
-        };
-        let rest: String = line.chars().skip(pos.col.saturating_sub(1)).collect();
-        match (rest.starts_with('{'), rest.find('}')) {
-            (true, Some(end)) => pos.with_len(rest[..=end].chars().count()),
-            _ => pos,
-        }
-    }
-
-    /// The parser gives the start of a node (a quote, for quoted scalars); find the text itself.
-    fn locate(&self, pos: Pos, text: &str) -> Pos {
-        let len = text.chars().count();
-        let Some(line) = self.file.line(pos.line) else {
-            return pos.with_len(len);
-        };
-        let rest: String = line.chars().skip(pos.col.saturating_sub(1)).collect();
-        match rest.find(text) {
-            Some(byte) if !text.is_empty() => {
-                Pos::line_col(pos.line, pos.col + rest[..byte].chars().count()).with_len(len)
-            }
-            _ => pos.with_len(len),
-        }
     }
 }
 

@@ -1,0 +1,94 @@
+//! `MachineData`: the checked machine as static data (phases, edges, triggers, timeouts,
+//! diagrams, CEL rules) for the runtime, tools and docs.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::lower::{Diagrams, Lowered};
+use crate::model::{Drift, Trigger};
+
+pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
+    let machine = lowered.machine;
+    let kind = lowered.kind.to_string();
+    let opt_ms = |ms: Option<u64>| match ms {
+        Some(ms) => quote!(::core::option::Option::Some(#ms)),
+        None => quote!(::core::option::Option::None),
+    };
+    let phases = machine.phases.iter().map(|p| {
+        let name = &p.name;
+        let description = p.description.as_deref().unwrap_or("");
+        let terminal = p.terminal;
+        let requeue = opt_ms(p.requeue_after_ms);
+        let timeout = match &p.timeout {
+            Some(t) => {
+                let (after, to, reason) = (t.after_ms, t.to, &t.reason);
+                quote!(::core::option::Option::Some(::kube_fsm::machine::TimeoutData { after_ms: #after, to: #to, reason: #reason }))
+            }
+            None => quote!(::core::option::Option::None),
+        };
+        quote!(::kube_fsm::machine::PhaseData { name: #name, description: #description, terminal: #terminal, requeue_after_ms: #requeue, timeout: #timeout })
+    });
+    let conditions = machine.conditions.iter().map(|c| {
+        let name = &c.type_name;
+        let description = c.description.as_deref().unwrap_or("");
+        quote!(::kube_fsm::machine::ConditionData { name: #name, description: #description })
+    });
+    let events = machine.events.iter().map(|e| &e.name);
+    let edges = machine.edges.iter().map(|e| {
+        let (from, to) = (e.from, e.to);
+        let trigger = match &e.trigger {
+            Trigger::Manual => quote!(::kube_fsm::machine::TriggerData::Manual),
+            Trigger::Event(ev) => quote!(::kube_fsm::machine::TriggerData::Event(#ev)),
+            Trigger::When(reqs) => {
+                let reqs = reqs.iter().map(
+                    |(c, s)| quote!(::kube_fsm::machine::Requirement { condition: #c, status: #s }),
+                );
+                quote!(::kube_fsm::machine::TriggerData::When(&[#(#reqs),*]))
+            }
+        };
+        quote!(::kube_fsm::machine::EdgeData { from: #from, to: #to, trigger: #trigger })
+    });
+    let initial = machine.initial;
+    let finalizer = match &machine.finalizer {
+        Some(f) => quote!(::core::option::Option::Some(#f)),
+        None => quote!(::core::option::Option::None),
+    };
+    let Diagrams {
+        mermaid,
+        dot,
+        cel_phase_rule,
+        cel_first_phase_rule,
+    } = &lowered.diagrams;
+    let ready = match machine.ready {
+        Some(i) => quote!(::core::option::Option::Some(#i)),
+        None => quote!(::core::option::Option::None),
+    };
+    let drift = match machine.drift {
+        Drift::Adopt => quote!(::kube_fsm::machine::DriftPolicy::Adopt),
+        Drift::Revert => quote!(::kube_fsm::machine::DriftPolicy::Revert),
+    };
+    let retired = machine.retired.iter().map(|r| {
+        let (name, to) = (&r.name, r.to);
+        quote!(::kube_fsm::machine::RetiredData { name: #name, to: #to })
+    });
+    let source = &lowered.source;
+    quote! {
+        ::kube_fsm::MachineData {
+            kind: #kind,
+            phases: &[#(#phases),*],
+            conditions: &[#(#conditions),*],
+            events: &[#(#events),*],
+            edges: &[#(#edges),*],
+            initial: #initial,
+            finalizer: #finalizer,
+            ready: #ready,
+            drift: #drift,
+            retired: &[#(#retired),*],
+            mermaid: #mermaid,
+            dot: #dot,
+            cel_phase_rule: #cel_phase_rule,
+            cel_first_phase_rule: #cel_first_phase_rule,
+            source: #source,
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The handler trait `{Kind}Handler` (one method per non-terminal phase, each returning only
+//! that phase's legal moves) and the glue that makes the resource a `StateMachine` driven by
+//! it (`Dispatch`). Both need the status field, so neither exists without one.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+
+use crate::lower::Lowered;
+
+use super::doc;
+
+pub fn handler_trait(lowered: &Lowered<'_>) -> TokenStream {
+    let kind = &lowered.kind;
+    let (handler, phase_enum) = (&lowered.types.handler, &lowered.types.phase);
+    let methods = lowered.phases.iter().filter_map(|p| p.handled.as_ref()).map(|handled| {
+        let (method, next_ty) = (&handled.method, &handled.next_ty);
+        let method_doc = doc(&handled.method_doc);
+        quote! {
+            #method_doc
+            fn #method(&self, object: &#kind, step: &mut ::kube_fsm::Step<#kind>)
+                -> impl ::core::future::Future<Output = ::core::result::Result<#next_ty, Self::Error>> + ::core::marker::Send;
+        }
+    });
+    let cleanup = lowered.docs.cleanup.as_ref().map(|cleanup_doc| {
+        let cleanup_doc = doc(cleanup_doc);
+        quote! {
+            #cleanup_doc
+            fn cleanup(&self, object: &#kind)
+                -> impl ::core::future::Future<Output = ::core::result::Result<::kube_fsm::Cleanup, Self::Error>> + ::core::marker::Send;
+        }
+    });
+    let trait_doc = doc(&lowered.docs.handler);
+    quote! {
+        #trait_doc
+        pub trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+            /// The handlers' error type.
+            type Error: ::std::error::Error + ::core::marker::Send + ::core::marker::Sync + 'static;
+
+            #(#methods)*
+
+            #cleanup
+
+            /// Called before a transition is written; return `Verdict::Veto` to refuse it.
+            fn before_transition(&self, _object: &#kind, _from: #phase_enum, _to: #phase_enum)
+                -> impl ::core::future::Future<Output = ::core::result::Result<::kube_fsm::Verdict, Self::Error>> + ::core::marker::Send {
+                ::core::future::ready(::core::result::Result::Ok(::kube_fsm::Verdict::Allow))
+            }
+
+            /// Called after a transition was written.
+            fn after_transition(&self, _object: &#kind, _from: #phase_enum, _to: #phase_enum)
+                -> impl ::core::future::Future<Output = ::core::result::Result<(), Self::Error>> + ::core::marker::Send {
+                ::core::future::ready(::core::result::Result::Ok(()))
+            }
+        }
+    }
+}
+
+pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
+    let kind = &lowered.kind;
+    let types = &lowered.types;
+    let (handler, phase_enum, condition) = (&types.handler, &types.phase, &types.condition);
+    let arms = lowered.phases.iter().map(|p| {
+        let v = &p.variant.ident;
+        match &p.handled {
+            None => {
+                quote!(#phase_enum::#v => ::core::result::Result::Ok(::kube_fsm::Choice::Stay),)
+            }
+            Some(handled) => {
+                let method = &handled.method;
+                quote!(#phase_enum::#v => handler.#method(object, step).await.map(::kube_fsm::__private::choice),)
+            }
+        }
+    });
+    let cleanup = if lowered.docs.cleanup.is_some() {
+        quote!(::std::boxed::Box::pin(handler.cleanup(object)))
+    } else {
+        quote!(::std::boxed::Box::pin(::core::future::ready(
+            ::core::result::Result::Ok(::kube_fsm::Cleanup::Done)
+        )))
+    };
+    let status_impl = lowered.status_field.as_ref().map(|(field, span)| {
+        // Spanned at `#[kube(status = "...")]`, so a status without the field is reported there.
+        let get = quote_spanned!(*span=> status.#field);
+        quote! {
+            #[automatically_derived]
+            impl ::kube_fsm::StateMachine for #kind {
+                type Phase = #phase_enum;
+                type Condition = #condition;
+                type Status = <#kind as ::kube_fsm::__private::HasStatus>::Status;
+                fn status_of(&self) -> ::core::option::Option<&Self::Status> {
+                    self.status.as_ref()
+                }
+                fn status_of_mut(&mut self) -> &mut Self::Status {
+                    self.status.get_or_insert_with(::core::default::Default::default)
+                }
+                fn machine_in(status: &Self::Status) -> &::kube_fsm::MachineStatus<#phase_enum> {
+                    &#get
+                }
+                fn machine_in_mut(status: &mut Self::Status) -> &mut ::kube_fsm::MachineStatus<#phase_enum> {
+                    &mut #get
+                }
+            }
+
+            #[automatically_derived]
+            impl<H: #handler> ::kube_fsm::Dispatch<H> for #kind {
+                type Error = H::Error;
+
+                #[allow(unused_variables)]
+                fn handle<'a>(
+                    handler: &'a H,
+                    phase: #phase_enum,
+                    object: &'a Self,
+                    step: &'a mut ::kube_fsm::Step<Self>,
+                ) -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::Choice<#phase_enum>, H::Error>> {
+                    ::std::boxed::Box::pin(async move {
+                        match phase {
+                            #(#arms)*
+                        }
+                    })
+                }
+
+                #[allow(unused_variables)]
+                fn cleanup<'a>(handler: &'a H, object: &'a Self)
+                    -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::Cleanup, H::Error>> {
+                    #cleanup
+                }
+
+                fn before_transition<'a>(handler: &'a H, object: &'a Self, from: #phase_enum, to: #phase_enum)
+                    -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::Verdict, H::Error>> {
+                    ::std::boxed::Box::pin(handler.before_transition(object, from, to))
+                }
+
+                fn after_transition<'a>(handler: &'a H, object: &'a Self, from: #phase_enum, to: #phase_enum)
+                    -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<(), H::Error>> {
+                    ::std::boxed::Box::pin(handler.after_transition(object, from, to))
+                }
+            }
+        }
+    });
+    quote!(#status_impl)
+}

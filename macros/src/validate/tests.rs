@@ -1,0 +1,146 @@
+//! Tests of the validate stage as a whole: what reaches the machine and what is reported.
+
+use std::str::FromStr;
+
+use proc_macro2::TokenStream;
+
+use super::*;
+use crate::args::{Args, SpecSource};
+use crate::model::{Drift, Retired, Trigger};
+
+fn check(dsl: &str) -> (Machine, Vec<String>) {
+    let mut diags = Diagnostics::default();
+    let args = Args::parse(TokenStream::from_str(dsl).unwrap(), &mut diags).unwrap();
+    let SpecSource::Inline(raw) = &args.source else {
+        panic!("inline")
+    };
+    let machine = validate(raw, &mut diags);
+    (
+        machine,
+        diags.into_vec().into_iter().map(|d| d.message).collect(),
+    )
+}
+
+#[test]
+fn lowers_edges_in_spec_order_with_lists_expanded() {
+    let (m, errors) = check(
+        "phases(A(initial), B, C(terminal)), conditions(Ok), \
+         transitions(A -> B on Go, [A, B] -> C when Ok, B -> A)",
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    let edges: Vec<(usize, usize)> = m.edges.iter().map(|e| (e.from, e.to)).collect();
+    assert_eq!(edges, [(0, 1), (0, 2), (1, 2), (1, 0)]);
+    assert_eq!(m.edges[0].trigger, Trigger::Event(0));
+    assert_eq!(m.edges[1].trigger, Trigger::When(vec![(0, true)]));
+    assert_eq!(m.edges[3].trigger, Trigger::Manual);
+    assert_eq!(m.targets(1), [0, 2]);
+    assert_eq!(m.events_from(0), [(0, 1)]);
+    assert_eq!(m.initial, 0);
+}
+
+#[test]
+fn reports_every_error_and_keeps_a_consistent_best_effort_machine() {
+    let (m, errors) = check(
+        "phases(A(initial), A, b, C(terminal)), \
+         transitions(A -> C on Go, A -> C on Go, A -> Cee, C -> A, A -> C on Stop)",
+    );
+    assert_eq!(errors.len(), 5, "{errors:?}");
+    assert!(errors[0].contains("phase `A` is declared twice"));
+    assert!(errors[1].contains("invalid phase name"));
+    assert!(errors[2].contains("duplicate transition `A -> C`"));
+    assert!(errors[3].contains("unknown phase `Cee`"));
+    assert!(errors[4].contains("transition out of terminal phase `C`"));
+    // The skeleton keeps what was valid, and only that: no duplicate variants or edges.
+    let names: Vec<&str> = m.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["A", "C"]);
+    assert_eq!(m.edges.len(), 2, "A -> C on Go and A -> C on Stop");
+    assert_eq!(
+        m.events.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+        ["Go", "Stop"]
+    );
+}
+
+#[test]
+fn graph_checks_wait_for_names_to_resolve() {
+    // A typo in a target must not also report the phase it was meant to reach as unreachable.
+    let (_, errors) = check("phases(A(initial), B(terminal)), transitions(A -> Bee)");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let (_, errors) = check("phases(A(initial), B, C(terminal)), transitions(A -> C)");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("unreachable") && errors[1].contains("no transition out"));
+}
+
+#[test]
+fn ready_defaults_to_a_condition_named_ready_and_must_be_declared() {
+    let machine = |dsl| check(dsl).0;
+    assert_eq!(
+        machine("phases(A(initial), B(terminal)), conditions(X, Ready), transitions(A -> B)").ready,
+        Some(1)
+    );
+    let (m, errors) = check(
+        "phases(A(initial), B(terminal)), conditions(Synced), transitions(A -> B), \
+         ready = Sinced, drift = revrt",
+    );
+    assert_eq!(m.ready, None);
+    assert_eq!(m.drift, Drift::Adopt);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("unknown condition `Sinced` in `ready`"));
+    assert!(errors[1].contains("unknown drift policy `revrt`"));
+    let (m, errors) = check(
+        "phases(A(initial), B(terminal)), conditions(Synced), transitions(A -> B), \
+         ready = Synced, drift = revert",
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!((m.ready, m.drift), (Some(0), Drift::Revert));
+}
+
+#[test]
+fn retired_names_are_undeclared_valid_names_listed_once_that_map_to_declared_phases() {
+    let (m, errors) = check(
+        "phases(A(initial), B(terminal)), transitions(A -> B), retired(Old -> B, Older -> A)",
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    let retired = |name: &str, to| Retired {
+        name: name.to_owned(),
+        to,
+    };
+    assert_eq!(m.retired, [retired("Old", 1), retired("Older", 0)]);
+
+    let (m, errors) = check(
+        "phases(A(initial), B(terminal)), transitions(A -> B), \
+         retired(A -> B, Old -> Bee, Old -> A, Self -> A, Gone -> Older, Older -> B)",
+    );
+    assert_eq!(errors.len(), 5, "{errors:?}");
+    assert_eq!(errors[0], "retired phase `A` is still declared");
+    assert_eq!(errors[1], "unknown phase `Bee` in `retired`");
+    assert_eq!(errors[2], "retired phase `Old` is listed twice");
+    assert_eq!(
+        errors[3],
+        "invalid retired phase name: `Self` is a Rust keyword"
+    );
+    assert_eq!(errors[4], "unknown phase `Older` in `retired`");
+    // Only the valid entry reaches the best-effort machine.
+    assert_eq!(m.retired, [retired("Older", 1)]);
+}
+
+#[test]
+fn graph_checks_wait_for_a_complete_read_and_one_initial_phase() {
+    // `B` is unreachable and a dead end, but the spec did not read completely.
+    let file = crate::diag::SourceFile::new(
+        "t.yaml",
+        "phases:\n  A: { initial: true, bogus: 1 }\n  B: {}\n  C: { terminal: true }\n\
+         transitions:\n  - { from: A, to: C }\n",
+    );
+    let node = crate::yaml::parse(&file.text).unwrap();
+    let mut diags = Diagnostics::default();
+    let raw = crate::from_yaml::read(&node, &file, &mut diags);
+    assert!(!raw.complete);
+    validate(&raw, &mut diags);
+    let errors: Vec<String> = diags.into_vec().into_iter().map(|d| d.message).collect();
+    assert_eq!(errors, ["unknown key `bogus` in a phase"]);
+
+    // With two initial phases, "unreachable from the initial phase" means nothing.
+    let (_, errors) =
+        check("phases(A(initial), B(initial), C(terminal), Z), transitions(A -> C, B -> C)");
+    assert_eq!(errors, ["more than one initial phase: `A` and `B`"]);
+}
