@@ -122,14 +122,11 @@ impl<'a> Resolver<'a, '_> {
     fn conditions(&mut self) {
         let (spec, cx) = (self.spec, self.cx);
         let mut variants: BTreeMap<String, String> = BTreeMap::new();
+        // Where each accepted condition was declared (a rejected one before it does not count).
+        let mut declared: BTreeMap<&str, Loc> = BTreeMap::new();
         for raw in &spec.conditions {
             let name = &raw.name;
-            // As before this restructuring: `i` counts accepted conditions but indexes the
-            // spec's, so after a rejected condition "first declared" names the wrong line.
-            let first = self
-                .condition_index
-                .get(&name.text)
-                .map(|&i| spec.conditions[i].name.loc);
+            let first = declared.get(name.text.as_str()).copied();
             let variant = names::condition_variant(&name.text);
             let accepted = check::condition_type(cx, name)
                 && check::declared_once(cx, "condition", name, first, "remove one")
@@ -143,6 +140,7 @@ impl<'a> Resolver<'a, '_> {
                 continue;
             }
             variants.insert(variant.clone(), name.text.clone());
+            declared.insert(&name.text, name.loc);
             self.condition_index
                 .insert(name.text.clone(), self.machine.conditions.len());
             self.machine.conditions.push(Condition {

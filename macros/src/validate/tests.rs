@@ -1,25 +1,8 @@
 //! Tests of the validate stage as a whole: what reaches the machine and what is reported.
 
-use std::str::FromStr;
-
-use proc_macro2::TokenStream;
-
+use super::tests_support::checked as check;
 use super::*;
-use crate::args::{Args, SpecSource};
 use crate::model::{Drift, Retired, Trigger};
-
-fn check(dsl: &str) -> (Machine, Vec<String>) {
-    let mut diags = Diagnostics::default();
-    let args = Args::parse(TokenStream::from_str(dsl).unwrap(), &mut diags).unwrap();
-    let SpecSource::Inline(raw) = &args.source else {
-        panic!("inline")
-    };
-    let machine = validate(raw, &mut diags);
-    (
-        machine,
-        diags.into_vec().into_iter().map(|d| d.message).collect(),
-    )
-}
 
 #[test]
 fn lowers_edges_in_spec_order_with_lists_expanded() {
@@ -143,4 +126,29 @@ fn graph_checks_wait_for_a_complete_read_and_one_initial_phase() {
     let (_, errors) =
         check("phases(A(initial), B(initial), C(terminal), Z), transitions(A -> C, B -> C)");
     assert_eq!(errors, ["more than one initial phase: `A` and `B`"]);
+}
+
+#[test]
+fn a_repeated_condition_names_the_line_of_its_first_declaration() {
+    let file = crate::diag::SourceFile::new(
+        "c.yaml",
+        "phases:\n  A: { initial: true }\n  B: { terminal: true }\n\
+         conditions:\n  \"bad type\": {}\n  Ok: {}\n  Ok: {}\n\
+         transitions:\n  - { from: A, to: B, when: Ok }\n",
+    );
+    let node = crate::yaml::parse(&file.text).unwrap();
+    let mut diags = Diagnostics::default();
+    let raw = crate::from_yaml::read(&node, &file, &mut diags);
+    validate(&raw, &mut diags);
+    let errors = diags.into_vec();
+    let twice = errors
+        .iter()
+        .find(|e| e.message == "condition `Ok` is declared twice")
+        .unwrap_or_else(|| panic!("{errors:?}"));
+    // `Ok` is first declared on line 6 (line 5 holds the rejected condition).
+    assert_eq!(
+        twice.help,
+        ["it is first declared on line 6; remove one"],
+        "{twice:?}"
+    );
 }
