@@ -70,7 +70,6 @@ mod tests {
     use proc_macro2::Ident;
 
     use super::*;
-    use crate::args::Args;
     use crate::diag::SourceFile;
     use crate::yaml;
 
@@ -114,17 +113,6 @@ mod tests {
         machine
     }
 
-    fn machine_from_dsl(dsl: &str) -> crate::model::Machine {
-        let mut diags = Diagnostics::default();
-        let args = Args::parse(TokenStream::from_str(dsl).unwrap(), &mut diags).unwrap();
-        let SpecSource::Inline(raw) = &args.source else {
-            panic!("not inline")
-        };
-        let machine = validate::validate(raw, &mut diags);
-        assert!(diags.is_empty(), "{:?}", diags.into_vec());
-        machine
-    }
-
     fn emitted(machine: &crate::model::Machine) -> String {
         let kind = Ident::new("Database", Span::call_site());
         let field = Ident::new("machine", Span::call_site());
@@ -139,7 +127,7 @@ mod tests {
     #[test]
     fn yaml_and_dsl_forms_generate_identical_code() {
         let yaml = machine_from_yaml("../specs/database.yaml");
-        let dsl = machine_from_dsl(REFERENCE_DSL);
+        let dsl = crate::validate::tests_support::machine(REFERENCE_DSL);
         assert_eq!(yaml, dsl);
         assert_eq!(emitted(&yaml), emitted(&dsl));
     }
@@ -152,7 +140,7 @@ mod tests {
              transitions:\n  - { from: Pending, to: Creating }\n  - { from: Creating, to: Running }\n  - { from: Running, to: Done }\n\
              retired:\n  Provisioning: Creating\n  Starting: Running\n",
         );
-        let dsl = machine_from_dsl(
+        let dsl = crate::validate::tests_support::machine(
             "phases(Pending(initial), Creating, Running, Done(terminal)), \
              transitions(Pending -> Creating, Creating -> Running, Running -> Done), \
              retired(Provisioning -> Creating, Starting -> Running)",

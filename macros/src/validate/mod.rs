@@ -95,15 +95,22 @@ pub(crate) mod tests_support {
     use super::{Diagnostics, Machine, validate};
     use crate::args::{Args, SpecSource};
 
-    /// A valid machine from inline DSL text.
-    pub fn machine(dsl: &str) -> Machine {
+    /// The machine of inline DSL text and the messages of every error it has.
+    pub fn checked(dsl: &str) -> (Machine, Vec<String>) {
         let mut diags = Diagnostics::default();
         let args = Args::parse(TokenStream::from_str(dsl).unwrap(), &mut diags).unwrap();
         let SpecSource::Inline(raw) = &args.source else {
             panic!("inline")
         };
         let machine = validate(raw, &mut diags);
-        assert!(diags.is_empty(), "{:?}", diags.into_vec());
+        let errors = diags.into_vec().into_iter().map(|d| d.message).collect();
+        (machine, errors)
+    }
+
+    /// A valid machine from inline DSL text.
+    pub fn machine(dsl: &str) -> Machine {
+        let (machine, errors) = checked(dsl);
+        assert!(errors.is_empty(), "{errors:?}");
         machine
     }
 }
