@@ -7,28 +7,22 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use futures::future::Shared;
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, controller, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Client, Resource};
 
 use crate::backoff::Backoff;
 use crate::cache::{Cached, Watched};
-use crate::context::{Caches, Context};
-use crate::health::{Health, ReconnectBackoff};
+use crate::context::Caches;
+use crate::health::Health;
 use crate::leader::LeaderElection;
 use crate::metrics::{MachineMetrics, Metrics};
-use crate::pace::Pace;
-use crate::reconcile::{Engine, EngineConfig, Events, Reconciled};
+use crate::reconcile::{EngineConfig, Events, Reconciled};
 use crate::shard::Sharding;
-use crate::shard_label::Labeller;
-use crate::shards::Shards;
 use crate::sources::Sources;
-use crate::watch::{self, Lenient};
 
-type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
+mod run;
 
 /// Runs a state machine as a Kubernetes controller.
 ///
@@ -343,141 +337,6 @@ where
         self.shutdown = Some(Box::pin(signal));
         self
     }
-
-    /// Runs until the shutdown signal, or, with leader election, until the Lease is lost
-    /// (then exit the process and let it be restarted).
-    pub async fn run(mut self) -> Stopped {
-        let signal: Signal = self
-            .shutdown
-            .take()
-            .unwrap_or_else(|| Box::pin(termination()))
-            .shared();
-        if let Some(sharding) = self.sharding.take() {
-            if self.leader.take().is_some() {
-                tracing::warn!("sharding replaces leader election: each replica holds shards");
-            }
-            let shards = Shards::new(sharding, self.metrics.clone());
-            let leases = shards.clone().run(self.client.clone(), signal.clone());
-            let controller = self.run_controller(signal, Some(shards));
-            futures::future::join(leases, controller).await;
-            return Stopped::Signal;
-        }
-        match self.leader.take() {
-            None => {
-                self.run_controller(signal, None).await;
-                Stopped::Signal
-            }
-            Some(election) => {
-                let client = self.client.clone();
-                election
-                    .lead(client, signal.clone(), |lost| async move {
-                        let stop = futures::future::select(signal, lost).map(|_| ());
-                        self.run_controller(stop, None).await;
-                    })
-                    .await
-            }
-        }
-    }
-
-    async fn run_controller(
-        self,
-        stop: impl Future<Output = ()> + Send + Sync + 'static,
-        shards: Option<Arc<Shards>>,
-    ) {
-        let health = self.health.clone();
-        let selector = self.watcher.label_selector.clone();
-        let namespace = self.namespace.clone();
-        let (controller, engine) = self.build(stop, shards);
-        // With sharding: labels new objects while this replica serves shard 0.
-        let assigner = engine.labeller.clone().map(|labeller| {
-            let api = K::api_in::<kube::core::PartialObjectMeta<K>>(
-                labeller.client.clone(),
-                namespace.as_deref(),
-            );
-            tokio::spawn(labeller.assign(api, selector))
-        });
-        controller
-            .run(Engine::reconcile, Engine::error_policy, engine)
-            .for_each(|result| {
-                match result {
-                    // Watch and list failures: the controller backs off and retries.
-                    Err(controller::Error::QueueError(err)) => health.lost(&err),
-                    Err(controller::Error::RunnerError(err)) => {
-                        tracing::warn!(%err, "controller runner failed");
-                    }
-                    // Reconcile failures are reported by the error policy; objects gone before
-                    // their scheduled reconcile are expected.
-                    Err(err) => tracing::debug!(%err, "controller event"),
-                    Ok(_) => {}
-                }
-                std::future::ready(())
-            })
-            .await;
-        if let Some(assigner) = assigner {
-            assigner.abort();
-        }
-    }
-
-    fn build(
-        self,
-        stop: impl Future<Output = ()> + Send + Sync + 'static,
-        shards: Option<Arc<Shards>>,
-    ) -> (Controller<K>, Arc<Engine<K, H>>) {
-        let namespace = self.namespace.as_deref();
-        let api = K::api_in::<Lenient<K>>(self.client.clone(), namespace);
-        let (reader, writer) = reflector::store::<K>();
-        self.health.record_into(self.metrics.clone());
-        let events = match &shards {
-            Some(shards) => watch::selected(api, self.watcher, shards.selector()).boxed(),
-            None => watcher::watcher(api, self.watcher).boxed(),
-        };
-        let objects = watch::objects(events, writer, self.metrics.clone(), self.health.clone());
-        let mut controller = Controller::for_stream(objects, reader)
-            .with_config(controller::Config::default().concurrency(self.concurrency))
-            .trigger_backoff(ReconnectBackoff::new(self.config.reconnect_max));
-        controller = self.sources.wire(
-            controller,
-            &self.client,
-            namespace,
-            &shards.as_ref().map(|s| s.selector()),
-        );
-        let _ = self.store.set(controller.store());
-        let labeller = shards.map(|shards| Labeller {
-            client: self.client.clone(),
-            shards,
-            field_manager: self.config.field_manager.clone(),
-            metrics: self.metrics.clone(),
-        });
-        let context = Arc::new(
-            Context::with_manager(
-                self.client,
-                &self.config.reporter,
-                &self.config.field_manager,
-                self.caches,
-                Pace::new(
-                    (self.concurrency > 0).then_some(usize::from(self.concurrency)),
-                    self.write_rate,
-                ),
-            )
-            .with_sharding(labeller.as_ref().map(|l| l.shards.sharding.clone())),
-        );
-        let engine = Arc::new(
-            Engine::new(
-                self.namespace,
-                self.handler,
-                self.config,
-                self.metrics,
-                self.store,
-                self.health,
-                context,
-            )
-            .sharded(labeller),
-        );
-        let controller = controller
-            .reconcile_on(engine.clone().recovery())
-            .graceful_shutdown_on(stop);
-        (controller, engine)
-    }
 }
 
 /// Objects reconciled at once unless [`Operator::concurrency`] says otherwise: enough to keep
@@ -492,20 +351,6 @@ pub enum Stopped {
     Signal,
     /// This replica lost the Lease (see [`Operator::leader_election`]).
     LeaseLost,
-}
-
-/// SIGTERM or Ctrl-C.
-async fn termination() {
-    #[cfg(unix)]
-    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        return;
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// The controller ownerReference making `owner` own a child (set it on the child's

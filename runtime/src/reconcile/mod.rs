@@ -17,8 +17,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
+mod config;
+mod error;
+
 use crate::Dispatch;
-use crate::backoff::Backoff;
 use crate::context::Context;
 use crate::decide::IllegalTransition;
 use crate::finalizer::Gate;
@@ -29,7 +31,7 @@ use crate::metrics::{MachineMetrics, ReconcileResult};
 use crate::scope::Scoped;
 use crate::shard_label::Labeller;
 use crate::status::PhaseValue;
-use crate::step_plan::{self, Plan, StepError};
+use crate::step_plan::{self, Plan};
 use crate::write::Write;
 
 /// What a resource type needs to be reconciled by the engine.
@@ -43,114 +45,8 @@ impl<K, H> Reconciled<H> for K where
 {
 }
 
-/// Errors of one reconcile. Each leaves the stored status as it was (nothing illegal is
-/// written); the controller retries with per-object backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// The API server refused a request or could not be reached.
-    #[error("Kubernetes API error: {0}")]
-    Kube(#[from] kube::Error),
-    /// A phase handler, hook or cleanup failed.
-    #[error("handler failed: {0}")]
-    Handler(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// A handler chose a target the spec does not allow.
-    #[error(transparent)]
-    Illegal(#[from] IllegalTransition),
-    /// Every write conflicted with another writer; the object is retried later.
-    #[error("writes conflicted {0} times in a row; backing off")]
-    Conflicts(u32),
-    /// The status could not be encoded.
-    #[error("cannot encode the status patch: {0}")]
-    Encode(#[from] serde_json::Error),
-    /// A cache handlers read has not been filled in time.
-    #[error(transparent)]
-    Context(#[from] crate::context::ContextError),
-}
-
-impl ReconcileError {
-    /// Whether the API server could not be reached or could not serve the request (transport
-    /// errors, timeouts, 429, 5xx), as opposed to a refusal of this object's request.
-    pub fn is_connection(&self) -> bool {
-        match self {
-            ReconcileError::Kube(kube::Error::Api(status)) => {
-                status.code == 429 || status.code >= 500
-            }
-            ReconcileError::Kube(
-                kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_),
-            ) => true,
-            _ => false,
-        }
-    }
-
-    /// Whether the API server signalled overload (429, 5xx) somewhere in this error's chain
-    /// (a handler's own request included), and its `Retry-After`.
-    pub(crate) fn overload(&self) -> Option<Option<Duration>> {
-        let mut error: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(e) = error {
-            if let Some(kube) = e.downcast_ref::<kube::Error>() {
-                return crate::pace::overload(kube);
-            }
-            error = e.source();
-        }
-        None
-    }
-}
-
-impl<E: std::error::Error + Send + Sync + 'static> From<StepError<E>> for ReconcileError {
-    fn from(err: StepError<E>) -> Self {
-        match err {
-            StepError::Handler(e) => ReconcileError::Handler(Box::new(e)),
-            StepError::Illegal(e) => ReconcileError::Illegal(e),
-            StepError::Encode(e) => ReconcileError::Encode(e),
-        }
-    }
-}
-
-/// Engine settings.
-#[derive(Clone, Debug)]
-pub struct EngineConfig {
-    /// Attempts retried after a 409 Conflict (each after a fresh GET) before backing off.
-    pub max_conflict_retries: u32,
-    /// Backoff after failed reconciles, vetoed timeouts and held objects.
-    pub backoff: Backoff,
-    /// The reporting controller name on Events.
-    pub reporter: String,
-    /// The field manager of every write (`metadata.managedFields` names who wrote what).
-    pub field_manager: String,
-    /// The longest wait before a watch reconnects, and before an object whose reconcile failed
-    /// for want of a connection (transport errors, 429, 5xx) is retried.
-    pub reconnect_max: Duration,
-    /// Which of the engine's own Kubernetes Events are recorded.
-    pub events: Events,
-}
-
-/// Which of the engine's own Kubernetes Events (transitions, vetoes, drift, failures) are
-/// recorded. Each is a request to the API server: at thousands of objects, `Warnings` keeps
-/// what needs a human and drops one write per transition. Events a handler publishes through
-/// its step are not affected.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Events {
-    /// Every Event: Normal ones (transitions, migrations) and Warnings (the default).
-    #[default]
-    All,
-    /// Warning Events only (vetoes, drift, failed reconciles, held objects).
-    Warnings,
-    /// None.
-    Off,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            max_conflict_retries: 3,
-            backoff: Backoff::default(),
-            reporter: "kube-fsm".into(),
-            field_manager: "kube-fsm".into(),
-            reconnect_max: Duration::from_secs(30),
-            events: Events::All,
-        }
-    }
-}
+pub use config::{EngineConfig, Events};
+pub use error::ReconcileError;
 
 /// When to look at an object again: after a delay, or on its next change (`None`).
 pub(crate) type Requeue = Option<Duration>;

@@ -1,0 +1,69 @@
+//! The error of one reconcile, and how the engine classifies it (connection, overload).
+
+use std::time::Duration;
+
+use crate::decide::IllegalTransition;
+use crate::step_plan::StepError;
+
+/// Errors of one reconcile. Each leaves the stored status as it was (nothing illegal is
+/// written); the controller retries with per-object backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The API server refused a request or could not be reached.
+    #[error("Kubernetes API error: {0}")]
+    Kube(#[from] kube::Error),
+    /// A phase handler, hook or cleanup failed.
+    #[error("handler failed: {0}")]
+    Handler(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A handler chose a target the spec does not allow.
+    #[error(transparent)]
+    Illegal(#[from] IllegalTransition),
+    /// Every write conflicted with another writer; the object is retried later.
+    #[error("writes conflicted {0} times in a row; backing off")]
+    Conflicts(u32),
+    /// The status could not be encoded.
+    #[error("cannot encode the status patch: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// A cache handlers read has not been filled in time.
+    #[error(transparent)]
+    Context(#[from] crate::context::ContextError),
+}
+
+impl ReconcileError {
+    /// Whether the API server could not be reached or could not serve the request (transport
+    /// errors, timeouts, 429, 5xx), as opposed to a refusal of this object's request.
+    pub fn is_connection(&self) -> bool {
+        match self {
+            ReconcileError::Kube(kube::Error::Api(status)) => {
+                status.code == 429 || status.code >= 500
+            }
+            ReconcileError::Kube(
+                kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_),
+            ) => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the API server signalled overload (429, 5xx) somewhere in this error's chain
+    /// (a handler's own request included), and its `Retry-After`.
+    pub(crate) fn overload(&self) -> Option<Option<Duration>> {
+        let mut error: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = error {
+            if let Some(kube) = e.downcast_ref::<kube::Error>() {
+                return crate::pace::overload(kube);
+            }
+            error = e.source();
+        }
+        None
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<StepError<E>> for ReconcileError {
+    fn from(err: StepError<E>) -> Self {
+        match err {
+            StepError::Handler(e) => ReconcileError::Handler(Box::new(e)),
+            StepError::Illegal(e) => ReconcileError::Illegal(e),
+            StepError::Encode(e) => ReconcileError::Encode(e),
+        }
+    }
+}
