@@ -43,6 +43,7 @@ usage:
                         [--concurrency N] [--handler-latency MS]
                         [--leader-elect | --shards N [--shard-key uid|namespace]]
                         [--identity ID] [--lease-namespace NS] [--lease-duration SECS]
+                        [--field-manager NAME]
       run the operator (all namespaces by default) until Ctrl-C or SIGTERM, serving
       /metrics, /healthz and /readyz on ADDR (default 0.0.0.0:8080); with --leader-elect, only the
       replica holding the Lease kube-fsm-examples (in --lease-namespace, default the watched
@@ -52,7 +53,9 @@ usage:
       milliseconds, as on an external system (default 0); with --shards N, replicas split
       the objects into N shards (Leases kube-fsm-examples-shard-I in --lease-namespace; by
       the object's UID or, with --shard-key namespace, its namespace) and each reconciles
-      and watches only the shards it holds
+      and watches only the shards it holds; --field-manager: the name every write carries in
+      managedFields (default kube-fsm; the scale bench gives each replica its own to check,
+      from outside, that no two replicas wrote one object)
   kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
                          [--platform-namespace NS] [--timeout SECS] [--keep]
       database: install the CRD, create N Databases (default 5) in NS (default kube-fsm-demo),
@@ -204,6 +207,7 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
                 concurrency: u16::try_from(concurrency).map_err(|e| e.to_string())?,
                 handler_latency: Duration::from_millis(args.number("--handler-latency", 0)?),
                 sharding,
+                field_manager: args.value("--field-manager")?,
             }))
         }
         "demo" => {

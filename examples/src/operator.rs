@@ -84,6 +84,8 @@ pub struct RunOptions {
     pub handler_latency: std::time::Duration,
     /// Spread the objects over the replicas running with the same sharding.
     pub sharding: Option<kube_fsm::Sharding>,
+    /// The field manager of every write, if not kube-fsm's default.
+    pub field_manager: Option<String>,
 }
 
 /// `run`: the operator as it would run in a cluster, until Ctrl-C or SIGTERM (or, with leader
@@ -98,6 +100,9 @@ pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
         .metrics(&metrics)
         .events(options.events)
         .concurrency(options.concurrency);
+    if let Some(manager) = options.field_manager {
+        operator = operator.field_manager(manager);
+    }
     let (addr, _server) =
         crate::serve::metrics(options.metrics_addr, registry, operator.health()).await?;
     tracing::info!(

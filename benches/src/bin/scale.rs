@@ -17,13 +17,15 @@
 //! `reference@same-status=1` makes it write kube-fsm's status shape (objects of the same size).
 //! `replicas=R` runs R processes of it (add `shards=S` to split the work); RSS is then the
 //! largest replica's, CPU the sum of all (the killed one's left out). `kill=1` SIGKILLs the
-//! first replica once half the objects are Running and prints how long the rest took.
+//! first replica once half the objects are Running and prints how long the rest took. With
+//! replicas, each writes under its own field manager (`kube-fsm-R`), and the harness's own
+//! watch counts the objects whose status more than one replica wrote (from `managedFields`).
 //!
 //! Needs `KUBECONFIG` (a dedicated `scripts/envtest`, so that no other client's requests are
 //! counted; `KUBE_FSM_ENVTEST_DIR` locates its kube-apiserver's pid for its CPU time) and the
 //! release binaries `kube-fsm-examples` and `reference-controller` beside this one.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -204,6 +206,25 @@ struct Run {
     running: usize,
 }
 
+/// The field managers that own fields of `object`'s status (1.20 has no `subresource` in
+/// managedFields: the owned `f:status` says it).
+fn status_writers(object: &DynamicObject) -> Vec<String> {
+    object
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| {
+            entry.subresource.as_deref() == Some("status")
+                || entry
+                    .fields_v1
+                    .as_ref()
+                    .is_some_and(|fields| fields.0.get("f:status").is_some())
+        })
+        .filter_map(|entry| entry.manager.clone())
+        .collect()
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -254,6 +275,11 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
                     "--identity",
                     &format!("scale-{replica}"),
                 ]);
+                if replicas > 1 {
+                    // Each replica its own field manager, so that the watch below sees who
+                    // wrote each object's status.
+                    c.args(["--field-manager", &format!("kube-fsm-{replica}")]);
+                }
                 c.args(&flags);
                 c
             }
@@ -280,9 +306,12 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     // Replicas first share out the shards (a few Lease rounds).
     tokio::time::sleep(Duration::from_secs(if replicas > 1 { 8 } else { 2 })).await;
 
-    // Who is Running, and since when, seen by a watch of our own.
+    // Who is Running, and since when, seen by a watch of our own; and which field managers
+    // wrote each object's status (the replicas', see above).
     let running: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let seen = running.clone();
+    let writers: Arc<Mutex<HashMap<String, BTreeSet<String>>>> = Arc::default();
+    let written_by = writers.clone();
     let api_all: Api<DynamicObject> = Api::all_with(client.clone(), &cluster::example_databases());
     let namespace_set: std::collections::HashSet<String> = namespaces.iter().cloned().collect();
     let watch = tokio::spawn(
@@ -290,7 +319,6 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
             .applied_objects()
             .for_each(move |object| {
                 if let Ok(object) = object
-                    && object.data["status"]["phase"] == "Running"
                     && object
                         .namespace()
                         .is_some_and(|ns| namespace_set.contains(&ns))
@@ -300,6 +328,18 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
                         object.namespace().unwrap_or_default(),
                         object.name_any()
                     );
+                    let managers = status_writers(&object);
+                    if !managers.is_empty() {
+                        written_by
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .entry(key.clone())
+                            .or_default()
+                            .extend(managers);
+                    }
+                    if object.data["status"]["phase"] != "Running" {
+                        return std::future::ready(());
+                    }
                     seen.lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .entry(key)
@@ -356,6 +396,15 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
             "scale: {operator}: replica 0 killed at {:.1} s; all Running {:.1} s after the kill",
             at.as_secs_f64(),
             (converge - at).as_secs_f64()
+        );
+    }
+    if replicas > 1 {
+        let writers = writers.lock().unwrap_or_else(PoisonError::into_inner);
+        let shared = writers.values().filter(|w| w.len() > 1).count();
+        eprintln!(
+            "scale: {operator}: objects whose status more than one replica wrote \
+             (independent watch of managedFields): {shared} of {}",
+            writers.len()
         );
     }
     let after = counters(client).await;
