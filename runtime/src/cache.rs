@@ -3,7 +3,6 @@
 //! index of the children an operator owns is one of them, so "the children of this object" is
 //! a lookup, not a scan of the store and not a request to the API server.
 
-use crate::scope::Scoped;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -11,6 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
+
+use crate::scope::Scoped;
 
 /// What a cached resource type needs.
 pub trait Cached: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {}
