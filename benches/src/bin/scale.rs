@@ -26,22 +26,19 @@
 //! release binaries `kube-fsm-examples` and `reference-controller` beside this one.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
+use kube_fsm_benches::example::{BoxError, install_crd, sibling};
 use kube_fsm_tests::cluster;
 use kube_fsm_tests::prometheus::Requests;
 use serde_json::json;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Clone, Debug)]
 struct Options {
@@ -84,20 +81,6 @@ fn options() -> Result<Options, String> {
         }
     }
     Ok(options)
-}
-
-/// A release binary beside this one.
-fn sibling(name: &str) -> Result<PathBuf, BoxError> {
-    let path = std::env::current_exe()?.with_file_name(name);
-    if path.exists() {
-        Ok(path)
-    } else {
-        Err(format!(
-            "{} is not built (scripts/bench-scale-n builds it)",
-            path.display()
-        )
-        .into())
-    }
 }
 
 /// CPU seconds (user + system) and peak RSS (bytes) of a process, from `/proc`.
@@ -451,15 +434,6 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
         idle_writes: idle.status_writes + idle.child_writes,
         running: count_running,
     })
-}
-
-async fn install_crd(client: &Client) -> Result<(), BoxError> {
-    let out = std::process::Command::new(sibling("kube-fsm-examples")?)
-        .arg("crd")
-        .output()?;
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&String::from_utf8(out.stdout)?)?;
-    cluster::install_crd(client, crd).await;
-    Ok(())
 }
 
 #[allow(clippy::cast_precision_loss)]
