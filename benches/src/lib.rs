@@ -6,6 +6,10 @@
 //! that time them ([`harness`]), live in this one crate so that each lookup is inlined into
 //! its loop the same way (or not: see [`harness`]). `specs/big.yaml` and `src/big_match.rs` are written by the
 //! `gen-big` binary and checked in.
+//!
+//! The runs against a real API server keep their shared parts here too: [`chaos`], [`economy`]
+//! (the API-economy run of `scripts/bench-scale`) and [`example`] (the example operator as a
+//! process of its own).
 
 use kube::CustomResource;
 use kube_fsm::{MachineStatus, state_machine};
@@ -14,6 +18,8 @@ use serde::{Deserialize, Serialize};
 
 pub mod big_match;
 pub mod chaos;
+pub mod economy;
+pub mod example;
 
 /// A resource with a big machine: 150 phases, 320 edges.
 #[state_machine(spec = "specs/big.yaml")]

@@ -21,15 +21,13 @@
 //!   garbage collector to follow the ownerReference.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DeleteParams;
 use kube::{Api, Client, CustomResource, ResourceExt};
 use kube_fsm::conditions::ConditionError;
-use kube_fsm::{Applied, Cleanup, ContextError, MachineStatus, Next, Step, state_machine};
+use kube_fsm::{Cleanup, ContextError, MachineStatus, Next, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -95,51 +93,18 @@ pub enum HandlerError {
     Condition(#[from] ConditionError),
 }
 
-/// How often each handler ran and what it asked of the API server (for the scale run).
-#[derive(Debug, Default)]
-pub struct Counters {
-    /// `on_pending` calls.
-    pub pending: AtomicU64,
-    /// `on_provisioning` calls.
-    pub provisioning: AtomicU64,
-    /// `on_running` calls.
-    pub running: AtomicU64,
-    /// `on_degraded` calls.
-    pub degraded: AtomicU64,
-    /// `cleanup` calls.
-    pub cleanup: AtomicU64,
-    /// Child applies sent to the API server.
-    pub child_applied: AtomicU64,
-    /// Child applies skipped because the cached child already held the desired fields.
-    pub child_unchanged: AtomicU64,
-    /// Child deletes.
-    pub child_deleted: AtomicU64,
-}
-
-impl Counters {
-    /// Reads a counter.
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
-    }
-
-    fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// The phase handlers: a client for the cleanup's delete, and counters. Everything else goes
-/// through the step's context.
+/// The phase handlers: a client for the cleanup's delete. Everything else goes through the
+/// step's context.
 #[derive(Clone)]
 pub struct Handlers {
     client: Client,
-    counters: Arc<Counters>,
     latency: std::time::Duration,
 }
 
 impl std::fmt::Debug for Handlers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handlers")
-            .field("counters", &self.counters)
+            .field("latency", &self.latency)
             .finish_non_exhaustive()
     }
 }
@@ -149,7 +114,6 @@ impl Handlers {
     pub fn new(client: Client) -> Self {
         Handlers {
             client,
-            counters: Arc::default(),
             latency: std::time::Duration::ZERO,
         }
     }
@@ -161,20 +125,12 @@ impl Handlers {
         self.latency = latency;
         self
     }
+}
 
-    /// The counters, shared with every clone of these handlers.
-    pub fn counters(&self) -> &Arc<Counters> {
-        &self.counters
-    }
-
-    /// Applies the child: no request when the cached child already holds the desired fields.
-    async fn apply_child(&self, db: &Database, step: &Step<Database>) -> Result<(), HandlerError> {
-        match step.apply(desired_child(db)).await? {
-            Applied::Written(_) => Counters::bump(&self.counters.child_applied),
-            Applied::Unchanged(_) => Counters::bump(&self.counters.child_unchanged),
-        }
-        Ok(())
-    }
+/// Applies the child: no request when the cached child already holds the desired fields.
+async fn apply_child(db: &Database, step: &Step<Database>) -> Result<(), HandlerError> {
+    step.apply(desired_child(db)).await?;
+    Ok(())
 }
 
 /// The endpoint clients would use.
@@ -238,7 +194,6 @@ impl DatabaseHandler for Handlers {
         _db: &Database,
         _step: &mut Step<Database>,
     ) -> Result<DatabasePendingNext, HandlerError> {
-        Counters::bump(&self.counters.pending);
         tokio::time::sleep(self.latency).await;
         Ok(DatabasePendingEvent::Accept.into())
     }
@@ -250,9 +205,8 @@ impl DatabaseHandler for Handlers {
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseProvisioningNext, HandlerError> {
-        Counters::bump(&self.counters.provisioning);
         tokio::time::sleep(self.latency).await;
-        self.apply_child(db, step).await?;
+        apply_child(db, step).await?;
         set_serving(db, step)?;
         Ok(Next::Stay)
     }
@@ -265,9 +219,8 @@ impl DatabaseHandler for Handlers {
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseRunningNext, HandlerError> {
-        Counters::bump(&self.counters.running);
         if step.child::<ConfigMap>(&db.name_any())?.is_some() {
-            self.apply_child(db, step).await?;
+            apply_child(db, step).await?;
             set_serving(db, step)?;
         } else {
             step.set_condition(
@@ -293,8 +246,7 @@ impl DatabaseHandler for Handlers {
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseDegradedNext, HandlerError> {
-        Counters::bump(&self.counters.degraded);
-        self.apply_child(db, step).await?;
+        apply_child(db, step).await?;
         set_serving(db, step)?;
         Ok(Next::Stay)
     }
@@ -302,7 +254,6 @@ impl DatabaseHandler for Handlers {
     /// Deletes the child. A real cluster's garbage collector would do it through the
     /// ownerReference, but deleting it here also works where none runs (envtest).
     async fn cleanup(&self, db: &Database) -> Result<Cleanup, HandlerError> {
-        Counters::bump(&self.counters.cleanup);
         let children: Api<ConfigMap> = Api::namespaced(
             self.client.clone(),
             &db.namespace().unwrap_or_else(|| "default".into()),
@@ -311,7 +262,7 @@ impl DatabaseHandler for Handlers {
             .delete(&db.name_any(), &DeleteParams::background())
             .await
         {
-            Ok(_) => Counters::bump(&self.counters.child_deleted),
+            Ok(_) => {}
             Err(kube::Error::Api(status)) if status.is_not_found() => {}
             Err(err) => return Err(err.into()),
         }
@@ -333,7 +284,7 @@ pub fn crd_yaml() -> Result<String, serde_saphyr::SerializeError> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
 
     use k8s_openapi::jiff::Timestamp;
     use kube::client::Body;
@@ -452,6 +403,11 @@ mod tests {
         let handlers = Handlers::new(context.client().clone());
         let mut db = testing::in_phase(db, DatabasePhase::Provisioning);
         let provisioned = step(&handlers, &db, &context).await;
+        assert_eq!(provisioned.phase, DatabasePhase::Running);
+        assert!(
+            seen.lock().expect("log").is_empty(),
+            "the cached child already holds the desired data: its apply is skipped"
+        );
         testing::apply(&mut db, &provisioned);
         let running = step(&handlers, &db, &context).await;
         assert_eq!(running.phase, DatabasePhase::Running);
@@ -464,12 +420,11 @@ mod tests {
             seen.lock().expect("log").is_empty(),
             "the child comes from the cache and holds the desired data: no request"
         );
-        assert_eq!(Counters::get(&handlers.counters().child_unchanged), 2);
     }
 
     #[tokio::test]
     async fn a_lost_child_degrades_and_degraded_recovers() {
-        let (context, _) = context_with(|_, _| (200, child_json()), vec![]);
+        let (context, seen) = context_with(|_, _| (200, child_json()), vec![]);
         let handlers = Handlers::new(context.client().clone());
         let mut db = testing::in_phase(database(), DatabasePhase::Running);
         let lost = step(&handlers, &db, &context).await;
@@ -478,10 +433,18 @@ mod tests {
             lost.condition(DatabaseCondition::ServiceAvailable),
             Some(false)
         );
+        assert!(
+            seen.lock().expect("log").is_empty(),
+            "Running applies nothing without a child"
+        );
         testing::apply(&mut db, &lost);
         let recovered = step(&handlers, &db, &context).await;
         assert_eq!(recovered.phase, DatabasePhase::Running);
-        assert_eq!(Counters::get(&handlers.counters().child_applied), 1);
+        assert_eq!(
+            *seen.lock().expect("log"),
+            ["PATCH /api/v1/namespaces/ns/configmaps/db"],
+            "Degraded applies the child again: one request"
+        );
     }
 
     #[tokio::test]

@@ -9,15 +9,11 @@
 //!                                            run the operator until Ctrl-C / SIGTERM
 //! kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
 //!                        [--platform-namespace NS] [--timeout SECS] [--keep]
-//! kube-fsm-examples bench-scale [--objects N] [--namespace NS] [--idle SECS] [--timeout SECS]
-//!                               [--record FILE]
 //! ```
 
-mod bench;
 mod cluster;
 mod database;
 mod demo;
-mod metrics;
 mod operator;
 mod riskdemo;
 mod riskengine;
@@ -66,21 +62,15 @@ usage:
       refuses an out-of-range timeoutSeconds, six engines reach Active, one off the allow-list
       waits in Validating until the list admits it, and deletion cleans up every child.
       all (the default): both, one after the other
-  kube-fsm-examples bench-scale [--objects N] [--namespace NS] [--idle SECS] [--timeout SECS]
-                                [--record FILE]
-      the scale run: N Databases (default 200) at once, then idle (default 30 s), then a
-      controller restart, then deletion; reports the API server's request counters per window
-      as markdown, and with --record replaces that section of FILE (e.g. BENCHMARKS.md)
 
 The cluster comes from KUBECONFIG or ~/.kube/config (scripts/envtest provides one).
-RUST_LOG sets the log filter (default: warn for demo and bench-scale, info for run).";
+RUST_LOG sets the log filter (default: warn for demo, info for run).";
 
 enum Command {
     Crd,
     Diagram { dot: bool },
     Run(Box<operator::RunOptions>),
     Demo(Vec<Demo>),
-    Bench(bench::BenchOptions),
 }
 
 /// A minimal `--flag value` parser: the subcommands have few, simple options.
@@ -125,7 +115,6 @@ impl Args {
 }
 
 fn parse(argv: Vec<String>) -> Result<Command, String> {
-    let command_line = format!("kube-fsm-examples {}", argv.join(" "));
     let mut argv = argv.into_iter();
     let sub = argv.next().ok_or("missing subcommand")?;
     let mut args = Args {
@@ -243,17 +232,6 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
                 }
             })
         }
-        "bench-scale" => Command::Bench(bench::BenchOptions {
-            objects: usize::try_from(args.number("--objects", 200)?).map_err(|e| e.to_string())?,
-            namespace: args
-                .value("--namespace")?
-                .unwrap_or_else(|| "kube-fsm-bench".into()),
-            idle: Duration::from_secs(args.number("--idle", 30)?),
-            timeout: Duration::from_secs(args.number("--timeout", 300)?),
-            record: args.value("--record")?,
-            // scripts/bench-scale names itself; otherwise record this binary's command line.
-            command: std::env::var("KUBE_FSM_BENCH_COMMAND").unwrap_or(command_line),
-        }),
         "help" | "--help" | "-h" => return Err(String::new()),
         other => return Err(format!("unknown subcommand {other:?}")),
     };
@@ -324,10 +302,6 @@ async fn main() -> ExitCode {
             init_logging("warn");
             run_demos(demos).await
         }
-        Command::Bench(options) => {
-            init_logging("warn");
-            bench::run(options).await
-        }
     };
     result.unwrap_or_else(|err| {
         eprintln!("error: {err}");
@@ -360,10 +334,6 @@ mod tests {
             (7, "kube-fsm-demo", true)
         );
         assert_eq!(demo.timeout, Duration::from_secs(60));
-        let Ok(Command::Bench(bench)) = parse(args("bench-scale --idle 5")) else {
-            panic!("bench-scale parses")
-        };
-        assert_eq!((bench.objects, bench.idle), (200, Duration::from_secs(5)));
         let Ok(Command::Run(run)) = parse(args("run")) else {
             panic!("run parses")
         };

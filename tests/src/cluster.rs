@@ -261,54 +261,16 @@ where
 }
 
 /// The sum of the API server's `apiserver_request_total` counters whose labels include every
-/// `key="value"` pair given (read from the server's `/metrics`, not from our own counters).
+/// `key="value"` pair given (read from the server's `/metrics`, not from our own counters; see
+/// [`crate::prometheus::Requests::matching`]).
 ///
 /// # Panics
-/// When `/metrics` cannot be read.
+/// When `/metrics` cannot be read, or a label is not one that [`crate::prometheus::Key`] keeps.
 pub async fn requests(client: &Client, labels: &[(&str, &str)]) -> u64 {
-    request_counters(client).await.count(labels)
-}
-
-/// One reading of the API server's `/metrics`, to count several label sets in it.
-#[derive(Debug, Clone)]
-pub struct RequestCounters(String);
-
-/// Reads the API server's `/metrics` once.
-///
-/// # Panics
-/// When `/metrics` cannot be read.
-pub async fn request_counters(client: &Client) -> RequestCounters {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("request");
-    RequestCounters(client.request_text(request).await.expect("read /metrics"))
-}
-
-impl RequestCounters {
-    /// The sum of the `apiserver_request_total` counters whose labels include every
-    /// `key="value"` pair given.
-    #[must_use]
-    pub fn count(&self, labels: &[(&str, &str)]) -> u64 {
-        let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-        self.0
-            .lines()
-            .filter(|line| line.starts_with("apiserver_request_total{"))
-            .filter(|line| {
-                let (label_part, _) = line.split_once('}').unwrap_or((line, ""));
-                let labels: Vec<&str> = label_part
-                    .trim_start_matches("apiserver_request_total{")
-                    .split(',')
-                    .collect();
-                wanted.iter().all(|w| labels.contains(&w.as_str()))
-            })
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-            .map(|v| {
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                let v = v as u64;
-                v
-            })
-            .sum()
-    }
+    crate::prometheus::Requests::scrape(client)
+        .await
+        .expect("read the API server's /metrics")
+        .matching(labels)
 }
 
 /// The example operator's `Database` kind (`examples/`), for tests and benches that drive it

@@ -7,6 +7,7 @@ pub mod handlers;
 pub mod metrics;
 pub mod operator;
 pub mod overload;
+pub mod prometheus;
 pub mod proxy;
 
 pub mod resources {

@@ -26,21 +26,19 @@
 //! release binaries `kube-fsm-examples` and `reference-controller` beside this one.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
+use kube_fsm_benches::example::{BoxError, install_crd, sibling};
 use kube_fsm_tests::cluster;
+use kube_fsm_tests::prometheus::Requests;
 use serde_json::json;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Clone, Debug)]
 struct Options {
@@ -85,20 +83,6 @@ fn options() -> Result<Options, String> {
     Ok(options)
 }
 
-/// A release binary beside this one.
-fn sibling(name: &str) -> Result<PathBuf, BoxError> {
-    let path = std::env::current_exe()?.with_file_name(name);
-    if path.exists() {
-        Ok(path)
-    } else {
-        Err(format!(
-            "{} is not built (scripts/bench-scale-n builds it)",
-            path.display()
-        )
-        .into())
-    }
-}
-
 /// CPU seconds (user + system) and peak RSS (bytes) of a process, from `/proc`.
 fn process_stats(pid: u32) -> Option<(f64, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -138,42 +122,23 @@ struct Counters {
     finalizer_writes: u64,
 }
 
-async fn counters(client: &Client) -> Counters {
-    let reading = cluster::request_counters(client).await;
-    let count = |labels: &[(&str, &str)]| reading.count(labels);
-    let sum = |verbs: &[&str], rest: &[(&str, &str)]| -> u64 {
-        verbs
+async fn counters(client: &Client) -> Result<Counters, BoxError> {
+    let r = Requests::scrape(client).await?;
+    let writes = |resource: &str| -> u64 {
+        ["APPLY", "POST", "PATCH", "PUT"]
             .iter()
-            .map(|verb| {
-                let mut labels = vec![("verb", *verb)];
-                labels.extend_from_slice(rest);
-                count(&labels)
-            })
+            .map(|verb| r.count(verb, resource, None, ""))
             .sum()
     };
-    Counters {
-        status_writes: count(&[
-            ("verb", "PATCH"),
-            ("resource", "databases"),
-            ("subresource", "status"),
-        ]),
-        child_writes: sum(
-            &["APPLY", "POST", "PATCH", "PUT"],
-            &[("resource", "configmaps")],
-        ),
-        gets: count(&[("verb", "GET")]),
-        errors_5xx: ["500", "502", "503", "504"]
-            .iter()
-            .map(|code| count(&[("code", code)]))
-            .sum(),
-        conflicts: count(&[("code", "409")]),
-        events: sum(&["POST", "PATCH"], &[("resource", "events")]),
-        finalizer_writes: count(&[
-            ("verb", "PATCH"),
-            ("resource", "databases"),
-            ("subresource", ""),
-        ]),
-    }
+    Ok(Counters {
+        status_writes: r.count("PATCH", "databases", Some("status"), ""),
+        child_writes: writes("configmaps"),
+        gets: r.sum(|k| k.verb == "GET"),
+        errors_5xx: r.sum(|k| ["500", "502", "503", "504"].contains(&k.code.as_str())),
+        conflicts: r.sum(|k| k.code == "409"),
+        events: r.count("POST", "events", None, "") + r.count("PATCH", "events", None, ""),
+        finalizer_writes: r.count("PATCH", "databases", Some(""), ""),
+    })
 }
 
 impl std::ops::Sub for Counters {
@@ -350,7 +315,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let before = counters(client).await;
+    let before = counters(client).await?;
     let apiserver_before = apiserver_pid().and_then(process_stats).map(|s| s.0);
     let start = Instant::now();
     let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
@@ -407,7 +372,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
             writers.len()
         );
     }
-    let after = counters(client).await;
+    let after = counters(client).await?;
     let (cpu, rss) = pids
         .iter()
         .filter_map(|pid| process_stats(*pid))
@@ -428,7 +393,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     let count_running = running.lock().unwrap_or_else(PoisonError::into_inner).len();
 
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let idle = counters(client).await - after;
+    let idle = counters(client).await? - after;
 
     // Clean up while the operator runs (its finalizer), then the children, then stop it.
     for ns in &namespaces {
@@ -469,15 +434,6 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
         idle_writes: idle.status_writes + idle.child_writes,
         running: count_running,
     })
-}
-
-async fn install_crd(client: &Client) -> Result<(), BoxError> {
-    let out = std::process::Command::new(sibling("kube-fsm-examples")?)
-        .arg("crd")
-        .output()?;
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&String::from_utf8(out.stdout)?)?;
-    cluster::install_crd(client, crd).await;
-    Ok(())
 }
 
 #[allow(clippy::cast_precision_loss)]
