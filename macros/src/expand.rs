@@ -73,29 +73,27 @@ mod tests {
     use crate::diag::SourceFile;
     use crate::yaml;
 
-    const REFERENCE_DSL: &str = r#"
-        phases(
-            Pending(initial, description = "Accepted, waiting to be provisioned."),
-            Provisioning(description = "Child resources are being created.", requeue_after = "10s",
-                         timeout = "10m" -> Failed),
-            Running(description = "Serving."),
-            Degraded(description = "Serving, but not every part is healthy.", requeue_after = "30s"),
-            Failed(description = "Gave up; needs a human.", terminal),
-        ),
-        conditions(
-            PodsReady(description = "All database pods are ready."),
-            ServiceAvailable(description = "The service answers."),
-        ),
-        transitions(
-            Pending -> Provisioning on Accept,
-            Provisioning -> Running when PodsReady,
-            Running -> Degraded when !ServiceAvailable,
-            Degraded -> Running when ServiceAvailable && PodsReady,
-            [Provisioning, Running, Degraded] -> Failed on Fail,
-        ),
-        finalizer = "example.com/cleanup",
-        ready = ServiceAvailable,
-    "#;
+    /// The reference machine written inline: the `#[state_machine(...)]` arguments of the
+    /// tests crate's `InlineDatabase` (tests/src/lib.rs), which the workspace compiles for real,
+    /// read from there so that the machine is written inline once.
+    fn reference_dsl() -> String {
+        fn find(items: &[syn::Item]) -> Option<String> {
+            items.iter().find_map(|item| match item {
+                syn::Item::Mod(module) => find(&module.content.as_ref()?.1),
+                syn::Item::Struct(item) if item.ident == "InlineDatabaseSpec" => {
+                    let attr = item
+                        .attrs
+                        .iter()
+                        .find(|a| a.path().is_ident("state_machine"))?;
+                    Some(attr.meta.require_list().ok()?.tokens.to_string())
+                }
+                _ => None,
+            })
+        }
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/src/lib.rs");
+        let file = syn::parse_file(&std::fs::read_to_string(path).unwrap()).unwrap();
+        find(&file.items).expect("InlineDatabaseSpec's #[state_machine(...)] in tests/src/lib.rs")
+    }
 
     fn machine_from_yaml(path: &str) -> crate::model::Machine {
         let text =
@@ -127,7 +125,7 @@ mod tests {
     #[test]
     fn yaml_and_dsl_forms_generate_identical_code() {
         let yaml = machine_from_yaml("../specs/database.yaml");
-        let dsl = crate::validate::tests_support::machine(REFERENCE_DSL);
+        let dsl = crate::validate::tests_support::machine(&reference_dsl());
         assert_eq!(yaml, dsl);
         assert_eq!(emitted(&yaml), emitted(&dsl));
     }
@@ -158,7 +156,7 @@ mod tests {
             #[kube(group = "example.com", version = "v1", kind = "Database", status = "DatabaseStatus")]
             pub struct DatabaseSpec {}
         };
-        let attr = TokenStream::from_str(REFERENCE_DSL).unwrap();
+        let attr = TokenStream::from_str(&reference_dsl()).unwrap();
         let first = expand(attr.clone(), item.clone()).to_string();
         for _ in 0..5 {
             assert_eq!(expand(attr.clone(), item.clone()).to_string(), first);
@@ -172,7 +170,7 @@ mod tests {
             #[kube(group = "example.com", version = "v1", kind = "Database", status = "DatabaseStatus")]
             pub struct DatabaseSpec {}
         };
-        let out = expand(TokenStream::from_str(REFERENCE_DSL).unwrap(), item);
+        let out = expand(TokenStream::from_str(&reference_dsl()).unwrap(), item);
         let file: syn::File = syn::parse2(out).unwrap();
         let impls: Vec<&syn::ItemImpl> = file
             .items
