@@ -38,14 +38,10 @@ impl Recorded {
         text
     }
 
-    /// The sum of the samples of `metric` whose labels contain `label` (`""`: all of them).
+    /// The sum of the samples of `metric` whose labels include every `name = value` pair of
+    /// `labels` (`&[]`: all of them).
     #[must_use]
-    pub fn sum(&self, metric: &str, label: &str) -> f64 {
-        let prefix = format!("{metric}{{");
-        self.text()
-            .lines()
-            .filter(|line| line.starts_with(&prefix) && line.contains(label))
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+    pub fn sum(&self, metric: &str, labels: &[(&str, &str)]) -> f64 {
+        crate::prometheus::sum(&self.text(), metric, labels)
     }
 }

@@ -30,7 +30,7 @@ async fn reasons_under(policy: Events, test: &str, prefix: &str) -> Option<Vec<S
     wait_phase(&api, "db", "Running").await;
     hand_edit(&api, "db", json!({ "phase": "Provisioning" })).await;
     eventually(Duration::from_secs(10), || async {
-        (recorded.sum("kube_fsm_drift_total", "") >= 1.0).then_some(())
+        (recorded.sum("kube_fsm_drift_total", &[]) >= 1.0).then_some(())
     })
     .await
     .expect("the drift is seen");

@@ -133,7 +133,7 @@ async fn user_fields_are_written_with_the_phase_in_one_patch_and_others_survive(
         db.status?
             .machine
             .condition("PodsReady")
-            .map(|_| recorded.sum("kube_fsm_status_writes_total", ""))
+            .map(|_| recorded.sum("kube_fsm_status_writes_total", &[]))
     })
     .await
     .expect("Provisioning reports its condition");
@@ -225,7 +225,7 @@ async fn a_conflict_redoes_the_step_on_what_the_server_holds() {
         "the redo saw the other writer's value, and its own result replaced it whole"
     );
     assert!(handler.pending_runs.load(Ordering::SeqCst) >= 2);
-    assert!(recorded.sum("kube_fsm_status_conflicts_total", "") >= 1.0);
+    assert!(recorded.sum("kube_fsm_status_conflicts_total", &[]) >= 1.0);
     operator.stop().await;
 }
 

@@ -274,7 +274,7 @@ async fn two_replicas_forced_to_overlap_never_revert_each_other_in_a_loop() {
     let settled = api.get("r").await.expect("get");
     assert_eq!(cluster::phase_of(&settled).as_deref(), Some("Fourth"));
     let text = recorded.text();
-    let reverted = recorded.sum("kube_fsm_drift_total", "action=\"reverted\"");
+    let reverted = recorded.sum("kube_fsm_drift_total", &[("action", "reverted")]);
     eprintln!("overlap: {reverted} reverts");
     assert!(
         reverted >= 1.0,

@@ -79,12 +79,12 @@ async fn an_overloaded_api_server_gets_ever_fewer_writes_and_no_transition_is_lo
     // Each object took the spec's path: one transition to Provisioning, one to Running.
     let text = recorded.text();
     assert_eq!(
-        recorded.sum("kube_fsm_transitions_total", "to=\"Running\""),
+        recorded.sum("kube_fsm_transitions_total", &[("to", "Running")]),
         OBJECTS as f64,
         "{text}"
     );
     assert_eq!(
-        recorded.sum("kube_fsm_transitions_total", "to=\"Provisioning\""),
+        recorded.sum("kube_fsm_transitions_total", &[("to", "Provisioning")]),
         OBJECTS as f64,
         "{text}"
     );

@@ -184,11 +184,14 @@ fn replica(
 }
 
 fn held(recorded: &Recorded) -> f64 {
-    recorded.sum("kube_fsm_shards_held", "Database")
+    recorded.sum("kube_fsm_shards_held", &[("machine", "Database")])
 }
 
 fn labels_written(recorded: &Recorded) -> f64 {
-    recorded.sum("kube_fsm_shard_labels_written_total", "Database")
+    recorded.sum(
+        "kube_fsm_shard_labels_written_total",
+        &[("machine", "Database")],
+    )
 }
 
 /// Waits until every object of `api` (there are `count`) is Running at its generation.

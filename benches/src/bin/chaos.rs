@@ -361,7 +361,7 @@ async fn main() {
     per_object.sort_unstable();
     let max_runs = per_object.last().copied().unwrap_or(0);
     let p50_runs = per_object.get(per_object.len() / 2).copied().unwrap_or(0);
-    let drift = recorded.sum("kube_fsm_drift_total", "");
+    let drift = recorded.sum("kube_fsm_drift_total", &[]);
     // Every new leader lists and reconciles every object once, so an object's handler runs grow
     // with leader changes (and relists); a hot loop would exceed this by far.
     let max_handler_runs = 10 + 2 * (kills + restarts_after_loss + findings.relists);
