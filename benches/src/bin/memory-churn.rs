@@ -83,7 +83,7 @@ async fn main() {
     let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
     let handler = Failing::default();
     let recorded = kube_fsm_tests::metrics::Recorded::default();
-    let remembered = || recorded.sum("kube_fsm_remembered_objects", "machine=\"Guarded\"");
+    let remembered = || recorded.sum("kube_fsm_remembered_objects", &[("machine", "Guarded")]);
     let operator = Operator::<Guarded, _>::new(client.clone(), handler.clone())
         .namespace(&ns)
         .backoff(Duration::from_millis(10), Duration::from_millis(50))
