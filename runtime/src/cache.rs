@@ -277,10 +277,18 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
         self.store.len() == 0
     }
 
-    /// Whether the first list of the watch has been received (before that, an absent object
-    /// may simply not be listed yet). The engine runs no step before every cache is ready.
+    /// Whether the first list of the watch has been received, and with sharding the list of
+    /// the current selection (before that, an absent object may simply not be listed yet).
+    /// The engine runs no step before every cache is ready.
     pub fn is_ready(&self) -> bool {
         *self.listed.borrow()
+    }
+
+    /// The watch starts a new list of another selection (sharding: the served shards
+    /// changed): until that list is done the cache may lack objects of the selection, so it is
+    /// not ready — a step of a newly served object must not read "absent" from it.
+    pub(crate) fn unlisted(&self) {
+        self.listed.send_replace(false);
     }
 
     /// Waits until the first list of the watch has been received.

@@ -5,7 +5,6 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -182,12 +181,10 @@ impl<R: Cached> Erased for Cache<R> {
 /// A cache and the kind it holds.
 type Entry = (String, Arc<dyn Erased>);
 
-/// The caches by resource type, and whether all of them have had their first list (checked
-/// once per reconcile: after that, without a lock or an allocation).
+/// The caches by resource type.
 #[derive(Clone, Default)]
 pub(crate) struct Caches {
     by_type: Arc<RwLock<HashMap<TypeId, Entry>>>,
-    all_ready: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for Caches {
@@ -208,7 +205,6 @@ impl Caches {
     }
 
     pub(crate) fn insert<R: Cached>(&self, cache: Arc<Cache<R>>) {
-        self.all_ready.store(false, Ordering::Release);
         self.by_type
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -235,19 +231,15 @@ impl Caches {
         cache
     }
 
-    /// Waits until every cache has its first list, at most `patience`; otherwise names the
-    /// kinds still waiting.
+    /// Waits until every cache has listed what it watches, at most `patience`; otherwise
+    /// names the kinds still waiting. Checked on every reconcile: a cache is listed again when
+    /// its selection changes (sharding), so readiness is not once and for all.
     pub(crate) async fn ready(&self, patience: Duration) -> Result<(), ContextError> {
-        if self.all_ready.load(Ordering::Acquire) {
-            return Ok(());
-        }
         for (kind, cache) in self.entries() {
             if !cache.is_ready() && tokio::time::timeout(patience, cache.ready()).await.is_err() {
                 return Err(ContextError::NotSynced { kind });
             }
         }
-        // A cache never loses its first list, so this stays true.
-        self.all_ready.store(true, Ordering::Release);
         Ok(())
     }
 }

@@ -150,7 +150,9 @@ where
             let api = R::api_in::<R>(client.clone(), namespace);
             let events = match shards {
                 Some(served) if owners && mappers.is_empty() => {
-                    watch::selected(api, config, served.clone()).boxed()
+                    let unlisted = cache.clone();
+                    watch::selected(api, config, served.clone(), move || unlisted.unlisted())
+                        .boxed()
                 }
                 _ => watcher::watcher(api, config).boxed(),
             };

@@ -143,11 +143,14 @@ fn decoded<K: Resource>(
 
 /// The watch events of `api`'s objects that match `config` and the label selector `selector`
 /// holds: the watch starts over (a new list) whenever the selector changes; while it is
-/// `None`, the objects are none (an empty list).
+/// `None`, the objects are none (an empty list). `restarted` runs when a change starts the new
+/// list, before any of its events is yielded: a cache fed by this stream no longer holds the
+/// whole selection until that list is done (see [`crate::cache::Cache::unlisted`]).
 pub(crate) fn selected<K>(
     api: Api<K>,
     config: watcher::Config,
     selector: tokio::sync::watch::Receiver<Option<String>>,
+    restarted: impl Fn() + Clone + Send + Sync + 'static,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
@@ -171,6 +174,7 @@ where
         (selector, None::<Events<K>>),
         move |(mut selector, current)| {
             let start = start.clone();
+            let restarted = restarted.clone();
             async move {
                 let mut current = match current {
                     Some(current) => current,
@@ -183,6 +187,7 @@ where
                         }
                         changed = selector.changed() => {
                             if changed.is_ok() {
+                                restarted();
                                 current = start(&selector.borrow_and_update());
                             } else {
                                 // Nobody changes the selection any more: keep this watch.

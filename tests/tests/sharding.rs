@@ -31,6 +31,8 @@ struct Ledger {
     by: HashMap<String, BTreeSet<&'static str>>,
     /// Replicas whose steps wait (their objects stay mid-way) until taken out.
     stalled: BTreeSet<&'static str>,
+    /// Running objects a replica reconciled without seeing their child in its cache.
+    child_unseen: Vec<String>,
 }
 
 /// The plain Database handlers of one replica, each step taking 30 ms (so that overlapping
@@ -143,6 +145,17 @@ impl DatabaseHandler for Noted {
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseRunningNext, NotedError> {
+        // Every Running object has its child (applied in Provisioning): a replica that does
+        // not see it reads a cache that has not listed the object's shard yet.
+        let seen = step.child::<ConfigMap>(&db.name_any())?.is_some();
+        if !seen {
+            let unseen = format!("{} by {}", db.name_any(), self.replica);
+            self.ledger
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .child_unseen
+                .push(unseen);
+        }
         Ok(self.around(db, Databases.on_running(db, step)).await?)
     }
 
@@ -174,10 +187,15 @@ fn replica(
         replica,
         ledger: ledger.clone(),
     };
-    // Lists in pages of 2: a new shard's objects arrive over many requests, as thousands do.
+    // Lists in pages of 2: a new shard's objects arrive over many requests, as thousands do;
+    // the children in pages of 1, so that their list ends after the objects' one.
     let operator = operator::in_namespace::<Database, _>(client, ns, handler)
         .watcher_config(watcher::Config::default().page_size(2))
-        .owns::<ConfigMap>(watcher::Config::default().labels(&format!("app={CHILDREN}")))
+        .owns::<ConfigMap>(
+            watcher::Config::default()
+                .labels(&format!("app={CHILDREN}"))
+                .page_size(1),
+        )
         .sharding(sharding)
         .metrics(recorded.metrics());
     (Running::spawn(operator), recorded)
@@ -380,6 +398,7 @@ async fn a_killed_replicas_shards_are_taken_over_within_the_lease_duration() {
     let after_by_a = {
         let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
         assert!(ledger.overlaps.is_empty(), "{:?}", ledger.overlaps);
+        assert!(ledger.child_unseen.is_empty(), "{:?}", ledger.child_unseen);
         objects
             .iter()
             .filter(|db| db.name_any().starts_with("after"))

@@ -109,7 +109,8 @@ where
         let (reader, writer) = reflector::store::<K>();
         self.health.record_into(self.metrics.clone());
         let events = match &shards {
-            Some(shards) => watch::selected(api, self.watcher, shards.selector()).boxed(),
+            // The controller's own store needs no gate: objects are triggered once listed.
+            Some(shards) => watch::selected(api, self.watcher, shards.selector(), || {}).boxed(),
             None => watcher::watcher(api, self.watcher).boxed(),
         };
         let objects = watch::objects(events, writer, self.metrics.clone(), self.health.clone());
