@@ -409,6 +409,24 @@ mod tests {
     }
 
     #[test]
+    fn a_new_selection_is_not_ready_until_its_list_is_done() {
+        let cache = Cache::from_objects([child("a", Some("u1"))]);
+        assert!(cache.is_ready());
+        // The served shards changed: the watch starts a list of the new selection.
+        cache.unlisted();
+        assert!(
+            !cache.is_ready(),
+            "an object of the new selection may not be listed yet"
+        );
+        cache.apply(&watcher::Event::Init);
+        cache.apply(&watcher::Event::InitApply(child("b", Some("u2"))));
+        assert!(!cache.is_ready());
+        cache.apply(&watcher::Event::InitDone);
+        assert!(cache.is_ready());
+        assert_eq!(cache.owned_by("u2").len(), 1);
+    }
+
+    #[test]
     fn a_user_index_covers_objects_cached_before_it_was_added() {
         let cache = Cache::from_objects([child("a", None), child("b", None)]);
         cache.add_index(
