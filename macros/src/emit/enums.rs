@@ -22,6 +22,32 @@ pub struct NameEnum {
     pub display: TokenStream,
 }
 
+impl NameEnum {
+    /// The enum with nothing but the shared items: its inherent impl holds `ALL`, `NAMES` and
+    /// `as_str`, then `Display`.
+    pub fn plain(self, ty: &Ident) -> TokenStream {
+        let NameEnum {
+            decl,
+            all,
+            names,
+            as_str,
+            display,
+        } = self;
+        quote! {
+            #decl
+
+            impl #ty {
+                #all
+                #names
+
+                #as_str
+            }
+
+            #display
+        }
+    }
+}
+
 /// The shared shape of enum `ty` over `variants`; `all_doc` and `as_str_doc` are doc comments.
 pub fn name_enum(
     ty: &Ident,
@@ -70,13 +96,7 @@ pub fn name_enum(
 
 pub fn condition_enum(lowered: &Lowered<'_>) -> TokenStream {
     let condition = &lowered.types.condition;
-    let NameEnum {
-        decl,
-        all,
-        names,
-        as_str,
-        display,
-    } = name_enum(
+    let plain = name_enum(
         condition,
         &lowered.docs.condition_enum,
         &lowered.conditions.iter().collect::<Vec<_>>(),
@@ -86,18 +106,10 @@ pub fn condition_enum(lowered: &Lowered<'_>) -> TokenStream {
         quote!(
             /// The `metav1.Condition.type` string.
         ),
-    );
+    )
+    .plain(condition);
     quote! {
-        #decl
-
-        impl #condition {
-            #all
-            #names
-
-            #as_str
-        }
-
-        #display
+        #plain
 
         #[automatically_derived]
         impl ::kube_fsm::ConditionType for #condition {
@@ -113,13 +125,7 @@ pub fn event_enum(lowered: &Lowered<'_>) -> TokenStream {
         return TokenStream::new();
     }
     let event = &lowered.types.event;
-    let NameEnum {
-        decl,
-        all,
-        names,
-        as_str,
-        display,
-    } = name_enum(
+    name_enum(
         event,
         &lowered.docs.event_enum,
         &lowered.events.iter().collect::<Vec<_>>(),
@@ -129,17 +135,6 @@ pub fn event_enum(lowered: &Lowered<'_>) -> TokenStream {
         quote!(
             /// The event name (the reason of the Kubernetes Event recorded for it).
         ),
-    );
-    quote! {
-        #decl
-
-        impl #event {
-            #all
-            #names
-
-            #as_str
-        }
-
-        #display
-    }
+    )
+    .plain(event)
 }
