@@ -235,6 +235,16 @@ impl Caches {
     /// names the kinds still waiting. Checked on every reconcile: a cache is listed again when
     /// its selection changes (sharding), so readiness is not once and for all.
     pub(crate) async fn ready(&self, patience: Duration) -> Result<(), ContextError> {
+        let all_ready = self
+            .by_type
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .all(|(_, cache)| cache.is_ready());
+        if all_ready {
+            // The usual case: no allocation, no wait.
+            return Ok(());
+        }
         for (kind, cache) in self.entries() {
             if !cache.is_ready() && tokio::time::timeout(patience, cache.ready()).await.is_err() {
                 return Err(ContextError::NotSynced { kind });
