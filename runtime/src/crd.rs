@@ -43,6 +43,10 @@ use crate::machine::{MachineData, StateMachine};
 
 /// The `reason` of the phase rules' failures.
 pub const FORBIDDEN: &str = "FieldValueForbidden";
+/// The `reason` of the rule that the phase, once set, stays.
+pub(crate) const REQUIRED: &str = "FieldValueRequired";
+/// The message of the rule that the phase, once set, stays.
+pub(crate) const PHASE_REMOVED: &str = "status.phase cannot be removed once set";
 
 /// The derived CRD of `K` with the machine's CEL rules and printer columns added.
 pub fn crd<K: CustomResourceExt + StateMachine>() -> CustomResourceDefinition {
@@ -88,9 +92,9 @@ fn add_status_rules(root: &mut JSONSchemaProps, machine: &MachineData) {
             rule: "!has(oldSelf.status) || !has(oldSelf.status.phase) || \
                    (has(self.status) && has(self.status.phase))"
                 .to_owned(),
-            message: Some("status.phase cannot be removed once set".to_owned()),
+            message: Some(PHASE_REMOVED.to_owned()),
             field_path: Some(".status.phase".to_owned()),
-            reason: Some("FieldValueRequired".to_owned()),
+            reason: Some(REQUIRED.to_owned()),
             ..ValidationRule::default()
         });
     let Some(status) = property(root, "status") else {
@@ -120,8 +124,9 @@ fn add_status_rules(root: &mut JSONSchemaProps, machine: &MachineData) {
         });
 }
 
-/// `Pending or one of its successors (Provisioning, Failed)`.
-fn first_phases(machine: &MachineData) -> String {
+/// `Pending or one of its successors (Provisioning, Failed)`: what the first phase written may
+/// be, as the CEL rule's message and the admission webhook's say it.
+pub(crate) fn first_phases(machine: &MachineData) -> String {
     let initial = machine.phases[machine.initial].name;
     let successors: Vec<&str> = machine
         .edges

@@ -31,6 +31,8 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(feature = "admission")]
+pub mod admission;
 pub mod backoff;
 pub mod cache;
 pub mod children;

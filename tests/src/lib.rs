@@ -2,6 +2,7 @@
 //! shared helpers for the integration tests.
 #![deny(warnings, clippy::pedantic)]
 
+pub mod admission;
 pub mod cluster;
 pub mod handlers;
 pub mod metrics;
@@ -54,6 +55,30 @@ pub mod resources {
         /// Where the database answers.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub endpoint: Option<String>,
+    }
+
+    /// The example's `RiskEngine` machine, from `specs/riskengine.yaml` (the admission tests'
+    /// second example spec).
+    #[state_machine(spec = "../specs/riskengine.yaml")]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "RiskEngine",
+        namespaced,
+        status = "RiskEngineStatus"
+    )]
+    pub struct RiskEngineSpec {
+        /// The release.
+        pub version: String,
+    }
+
+    /// Status of [`RiskEngine`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct RiskEngineStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<RiskEnginePhase>,
     }
 
     /// The same machine as `Database`, written inline.

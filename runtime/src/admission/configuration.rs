@@ -1,0 +1,190 @@
+//! The `ValidatingWebhookConfiguration` that registers the webhook, derived from the same CRD
+//! [`crate::crd()`] returns: one webhook for the machine's rules and the platform layer, plus
+//! one per tenant tier with the tier's namespace selector.
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    RuleWithOperations, ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration,
+    WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
+use kube::CustomResourceExt;
+
+use super::policy::Policy;
+
+/// The path of the machine's (and the platform layer's) webhook.
+pub const PATH: &str = "/validate";
+/// The path prefix of a tier's webhook: `/validate/tier/NAME`.
+pub const TIER_PATH: &str = "/validate/tier/";
+
+/// What the API server does when the webhook cannot be reached or does not answer in time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Refuse the request (the default): nothing is written unchecked, and the operator's own
+    /// status writes wait (they are retried) while its webhook is down.
+    #[default]
+    Fail,
+    /// Admit the request unchecked.
+    Ignore,
+}
+
+/// Where the API server sends reviews.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A base URL (`https://HOST:PORT`), for webhooks outside the cluster or in tests.
+    Url(String),
+    /// A Service in front of the operator's pods.
+    Service {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its port (the API server defaults to 443).
+        port: Option<i32>,
+    },
+}
+
+/// How to register the webhook. [`WebhookOptions::new`] gives the defaults: failure policy
+/// `Fail`, a 10-second timeout, every namespace and object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebhookOptions {
+    /// Where the API server sends reviews.
+    pub endpoint: Endpoint,
+    /// The PEM bundle of the CA(s) that signed the serving certificate (`caBundle`); `None`
+    /// when something else injects it (cert-manager's CA injector).
+    pub ca_bundle: Option<String>,
+    /// What the API server does when the webhook fails.
+    pub failure_policy: FailurePolicy,
+    /// How long the API server waits for an answer (1 to 30 seconds).
+    pub timeout_seconds: i32,
+    /// Only objects in these namespaces (all tiers' selectors are narrowed by it too).
+    pub namespace_selector: Option<LabelSelector>,
+    /// Only objects with these labels.
+    pub object_selector: Option<LabelSelector>,
+}
+
+impl WebhookOptions {
+    /// Options with the defaults, sending reviews to `endpoint`.
+    pub fn new(endpoint: Endpoint) -> Self {
+        Self {
+            endpoint,
+            ca_bundle: None,
+            failure_policy: FailurePolicy::Fail,
+            timeout_seconds: 10,
+            namespace_selector: None,
+            object_selector: None,
+        }
+    }
+}
+
+/// The `ValidatingWebhookConfiguration` of `K`'s webhook: named `PLURAL.GROUP`, with the
+/// webhook `phase.PLURAL.GROUP` (path [`PATH`]) and one `tier-NAME.PLURAL.GROUP` per tier of
+/// `policy` (path [`TIER_PATH`]`NAME`), each on creates and updates of the resource and its
+/// status subresource in every served version, `sideEffects: None`,
+/// `admissionReviewVersions: [v1]`.
+pub fn validating_webhook_configuration<K: CustomResourceExt>(
+    options: &WebhookOptions,
+    policy: &Policy,
+) -> ValidatingWebhookConfiguration {
+    let crd = K::crd();
+    let spec = &crd.spec;
+    let plural = &spec.names.plural;
+    let rule = RuleWithOperations {
+        api_groups: Some(vec![spec.group.clone()]),
+        api_versions: Some(
+            spec.versions
+                .iter()
+                .filter(|v| v.served)
+                .map(|v| v.name.clone())
+                .collect(),
+        ),
+        operations: Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]),
+        resources: Some(vec![plural.clone(), format!("{plural}/status")]),
+        scope: Some(spec.scope.clone()),
+    };
+    let suffix = format!("{plural}.{}", spec.group);
+    let webhook =
+        |name: String, path: String, namespaces: Option<LabelSelector>| ValidatingWebhook {
+            name,
+            client_config: client_config(options, &path),
+            rules: Some(vec![rule.clone()]),
+            failure_policy: Some(format!("{:?}", options.failure_policy)),
+            timeout_seconds: Some(options.timeout_seconds),
+            side_effects: "None".to_owned(),
+            admission_review_versions: vec!["v1".to_owned()],
+            namespace_selector: namespaces,
+            object_selector: options.object_selector.clone(),
+            ..ValidatingWebhook::default()
+        };
+    let mut webhooks = vec![webhook(
+        format!("phase.{suffix}"),
+        PATH.to_owned(),
+        options.namespace_selector.clone(),
+    )];
+    for tier in &policy.tiers {
+        webhooks.push(webhook(
+            format!("tier-{}.{suffix}", tier.name),
+            format!("{TIER_PATH}{}", tier.name),
+            Some(narrowed(
+                &tier.namespace_selector,
+                options.namespace_selector.as_ref(),
+            )),
+        ));
+    }
+    ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(suffix),
+            ..ObjectMeta::default()
+        },
+        webhooks: Some(webhooks),
+    }
+}
+
+fn client_config(options: &WebhookOptions, path: &str) -> WebhookClientConfig {
+    let ca_bundle = options
+        .ca_bundle
+        .as_ref()
+        .map(|pem| ByteString(pem.clone().into_bytes()));
+    match &options.endpoint {
+        Endpoint::Url(base) => WebhookClientConfig {
+            url: Some(format!("{}{path}", base.trim_end_matches('/'))),
+            ca_bundle,
+            service: None,
+        },
+        Endpoint::Service {
+            namespace,
+            name,
+            port,
+        } => WebhookClientConfig {
+            url: None,
+            ca_bundle,
+            service: Some(ServiceReference {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                path: Some(path.to_owned()),
+                port: *port,
+            }),
+        },
+    }
+}
+
+/// Both selectors at once: the outer one's labels become `In` expressions, so that a label
+/// both name must match both values (and so matches nothing), as "and" means.
+fn narrowed(selector: &LabelSelector, outer: Option<&LabelSelector>) -> LabelSelector {
+    let Some(outer) = outer else {
+        return selector.clone();
+    };
+    let mut both = selector.clone();
+    let expressions = both.match_expressions.get_or_insert_with(Vec::new);
+    for (key, value) in outer.match_labels.iter().flatten() {
+        expressions.push(LabelSelectorRequirement {
+            key: key.clone(),
+            operator: "In".to_owned(),
+            values: Some(vec![value.clone()]),
+        });
+    }
+    expressions.extend(outer.match_expressions.iter().flatten().cloned());
+    both
+}

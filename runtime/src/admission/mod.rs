@@ -1,0 +1,86 @@
+//! Server-side enforcement on every API server version: a validating admission webhook
+//! generated from the spec (feature `admission`).
+//!
+//! The CRD's CEL rules ([`crate::crd()`]) keep `status.phase` on the spec's edges only on API
+//! servers from 1.25 on. The webhook applies the same rules, from the same machine data and
+//! with the same messages, on any version that has `admissionregistration.k8s.io/v1` (1.16
+//! on), to every writer: users, other controllers, and the operator itself (defence in
+//! depth). A refusal reaches the client as `422 Invalid` with one cause on `status.phase`:
+//!
+//! ```text
+//! admission webhook "phase.databases.fsm.example.com" denied the request:
+//! cannot move from Pending to Succeeded: the Database state machine has no such transition
+//! ```
+//!
+//! Then optional [`Policy`] layers (a platform baseline everywhere, tenant tiers by namespace
+//! label), from which the operator is exempt.
+//!
+//! The parts: [`Validator`] decides one review (pure); [`Webhook`] serves it over HTTPS with a
+//! [`ServingCertificate`] (PEM files, re-read when they change, or a development CA made in
+//! memory); [`validating_webhook_configuration`] registers it, next to [`crate::crd()`].
+
+mod configuration;
+mod policy;
+mod review;
+mod rules;
+mod server;
+mod tls;
+
+pub use configuration::{
+    Endpoint, FailurePolicy, PATH, TIER_PATH, WebhookOptions, validating_webhook_configuration,
+};
+pub use policy::{Operator, Policy, PolicyError, Requester, Rule, Tier};
+pub use review::Validator;
+pub use rules::{NOT_SUPPORTED, PHASE_FIELD, Violation, check, no_such_transition};
+pub use server::{ServeError, Webhook, WebhookHealth, WebhookMetrics};
+pub use tls::{ServingCertificate, TlsError};
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use crate::machine::{DriftPolicy, EdgeData, MachineData, PhaseData, RetiredData, TriggerData};
+
+    const fn phase(name: &'static str) -> PhaseData {
+        PhaseData {
+            name,
+            description: "",
+            terminal: false,
+            requeue_after_ms: None,
+            timeout: None,
+        }
+    }
+
+    const fn edge(from: usize, to: usize) -> EdgeData {
+        EdgeData {
+            from,
+            to,
+            trigger: TriggerData::Manual,
+        }
+    }
+
+    /// Pending -> Running -> Done, Pending -> Failed; `Starting` was renamed `Running`.
+    pub static MACHINE: MachineData = MachineData {
+        kind: "Job",
+        phases: &[
+            phase("Pending"),
+            phase("Running"),
+            phase("Done"),
+            phase("Failed"),
+        ],
+        conditions: &[],
+        events: &[],
+        edges: &[edge(0, 1), edge(1, 2), edge(0, 3)],
+        initial: 0,
+        finalizer: None,
+        ready: None,
+        drift: DriftPolicy::Adopt,
+        retired: &[RetiredData {
+            name: "Starting",
+            to: 1,
+        }],
+        mermaid: "",
+        dot: "",
+        cel_phase_rule: "",
+        cel_first_phase_rule: "",
+        source: "inline",
+    };
+}

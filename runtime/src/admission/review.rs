@@ -1,0 +1,140 @@
+//! One `AdmissionReview` in, one out: the machine's rules, then the policy's layer, on the
+//! phase before and after the write. Pure: the server does the I/O.
+
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
+use kube::core::{DynamicObject, Status};
+use serde_json::Value;
+
+use super::policy::{Policy, PolicyError, Requester, Tier};
+use super::rules::{self, NOT_SUPPORTED, PHASE_FIELD, Violation};
+use crate::machine::{MachineData, Phase, StateMachine};
+
+/// Decides admission reviews for one machine under one [`Policy`].
+#[derive(Clone, Debug)]
+pub struct Validator {
+    machine: &'static MachineData,
+    policy: Policy,
+}
+
+impl Validator {
+    /// The validator of `K`'s machine under `policy`.
+    ///
+    /// # Errors
+    /// When the policy does not fit the machine ([`Policy::check`]).
+    pub fn new<K: StateMachine>(policy: Policy) -> Result<Self, PolicyError> {
+        let machine = <K::Phase as Phase>::MACHINE;
+        policy.check(machine)?;
+        Ok(Self { machine, policy })
+    }
+
+    /// The machine validated.
+    pub fn machine(&self) -> &'static MachineData {
+        self.machine
+    }
+
+    /// The policy applied.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Answers `review` for the platform layer (`tier: None`) or for one tier. A review
+    /// without a request gets an invalid answer (the API server then applies the webhook's
+    /// failure policy).
+    pub fn review(
+        &self,
+        tier: Option<&Tier>,
+        review: AdmissionReview<DynamicObject>,
+    ) -> AdmissionReview<DynamicObject> {
+        let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+            Ok(request) => request,
+            Err(err) => return AdmissionResponse::invalid(err).into_review(),
+        };
+        let response = AdmissionResponse::from(&request);
+        match self.decide(tier, &request) {
+            Ok(()) => response.into_review(),
+            Err(violation) => deny(response, &request, violation).into_review(),
+        }
+    }
+
+    /// The decision on one request: creates and updates are checked (of the object or of its
+    /// status subresource); deletes and connects pass. The machine's rules apply to everyone;
+    /// a tier's request is checked against that tier's rules only (the platform webhook
+    /// checks the rest).
+    ///
+    /// # Errors
+    /// The [`Violation`] the request would commit.
+    pub fn decide(
+        &self,
+        tier: Option<&Tier>,
+        request: &AdmissionRequest<DynamicObject>,
+    ) -> Result<(), Violation> {
+        if !matches!(request.operation, Operation::Create | Operation::Update) {
+            return Ok(());
+        }
+        let new = phase_of(request.object.as_ref())?;
+        let old = phase_of(request.old_object.as_ref())?;
+        if tier.is_none() {
+            rules::check(self.machine, old, new)?;
+        }
+        let requester = Requester {
+            user: request.user_info.username.as_deref().unwrap_or(""),
+            field_manager: request
+                .options
+                .as_ref()
+                .and_then(|o| o.0.get("fieldManager"))
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+        };
+        self.policy.evaluate(tier, requester, old, new)
+    }
+}
+
+/// `status.phase` of an object: absent, or a string (anything else is refused).
+fn phase_of(object: Option<&DynamicObject>) -> Result<Option<&str>, Violation> {
+    let Some(phase) = object
+        .and_then(|o| o.data.get("status"))
+        .and_then(|s| s.get("phase"))
+    else {
+        return Ok(None);
+    };
+    match phase {
+        Value::Null => Ok(None),
+        Value::String(phase) => Ok(Some(phase)),
+        other => Err(Violation {
+            reason: NOT_SUPPORTED,
+            message: format!("status.phase must be a string, not {other}"),
+        }),
+    }
+}
+
+/// A `422 Invalid` answer with one cause naming `status.phase`, shaped as the API server's
+/// own validation errors (the API server passes it to the client, prefixing the message with
+/// the webhook's name).
+fn deny(
+    mut response: AdmissionResponse,
+    request: &AdmissionRequest<DynamicObject>,
+    violation: Violation,
+) -> AdmissionResponse {
+    response.allowed = false;
+    response.result = Status {
+        status: Some(StatusSummary::Failure),
+        code: 422,
+        message: violation.message.clone(),
+        reason: "Invalid".to_owned(),
+        details: Some(StatusDetails {
+            name: request.name.clone(),
+            group: request.kind.group.clone(),
+            kind: request.kind.kind.clone(),
+            causes: vec![StatusCause {
+                reason: violation.reason.to_owned(),
+                message: violation.message,
+                field: PHASE_FIELD.to_owned(),
+            }],
+            uid: String::new(),
+            retry_after_seconds: 0,
+        }),
+        ..Status::default()
+    };
+    response
+}

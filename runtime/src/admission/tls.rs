@@ -1,0 +1,216 @@
+//! The webhook's serving certificate: PEM files (as cert-manager or a Secret mount provides
+//! them; re-read when they change, as controller-runtime's certificate watcher does), or a CA
+//! and a certificate made in memory for development and tests, whose CA goes into the
+//! webhook configuration's `caBundle`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::SystemTime;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::crypto::ring::sign::any_supported_type;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+/// Why a certificate could not be read or made.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file could not be read or holds nothing usable.
+    #[error("cannot read {path}: {message}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The private key is of a type rustls cannot sign with.
+    #[error("unusable private key in {path}: {source}")]
+    Key {
+        /// The key file, or `generated`.
+        path: PathBuf,
+        /// rustls's reason.
+        source: rustls::Error,
+    },
+    /// Generating the development certificate failed.
+    #[error("cannot generate a certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// The TLS configuration was refused.
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+#[derive(Debug)]
+struct Files {
+    cert: PathBuf,
+    key: PathBuf,
+    /// Modification times of the pair last loaded.
+    loaded: Mutex<(Option<SystemTime>, Option<SystemTime>)>,
+}
+
+/// The serving certificate, shared by the TLS acceptor and the reload task. Cloning shares it.
+#[derive(Clone)]
+pub struct ServingCertificate {
+    current: Arc<RwLock<Arc<CertifiedKey>>>,
+    files: Option<Arc<Files>>,
+    ca_bundle: Option<String>,
+}
+
+impl fmt::Debug for ServingCertificate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServingCertificate")
+            .field("files", &self.files)
+            .field("self_signed", &self.ca_bundle.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServingCertificate {
+    /// The certificate chain in `cert` and its private key in `key` (PEM; `tls.crt` and
+    /// `tls.key` of a `kubernetes.io/tls` Secret). [`ServingCertificate::reload`] re-reads them
+    /// when either changes.
+    ///
+    /// # Errors
+    /// When a file cannot be read or holds no certificate or no usable key.
+    pub fn from_files(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Result<Self, TlsError> {
+        let files = Files {
+            cert: cert.into(),
+            key: key.into(),
+            loaded: Mutex::new((None, None)),
+        };
+        let stamps = (modified(&files.cert), modified(&files.key));
+        let pair = load(&files.cert, &files.key)?;
+        *files.loaded.lock().unwrap_or_else(PoisonError::into_inner) = stamps;
+        Ok(Self {
+            current: Arc::new(RwLock::new(pair)),
+            files: Some(Arc::new(files)),
+            ca_bundle: None,
+        })
+    }
+
+    /// A new CA and a serving certificate for `hosts` (DNS names or IP addresses, e.g.
+    /// `127.0.0.1` or `NAME.NAMESPACE.svc`) signed by it, in memory, for development and tests;
+    /// [`ServingCertificate::ca_bundle`] is the CA to put in the webhook configuration.
+    ///
+    /// # Errors
+    /// When a host is not a valid DNS name or IP address.
+    pub fn self_signed(hosts: &[&str]) -> Result<Self, TlsError> {
+        let ca_key = KeyPair::generate()?;
+        let mut ca = CertificateParams::new(Vec::<String>::new())?;
+        ca.distinguished_name
+            .push(DnType::CommonName, "kube-fsm webhook development CA");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_cert = ca.self_signed(&ca_key)?;
+
+        let key = KeyPair::generate()?;
+        let mut leaf =
+            CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>())?;
+        leaf.distinguished_name.push(
+            DnType::CommonName,
+            hosts.first().copied().unwrap_or("kube-fsm-webhook"),
+        );
+        leaf.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = leaf.signed_by(&key, &Issuer::from_params(&ca, &ca_key))?;
+
+        let der =
+            PrivateKeyDer::try_from(key.serialize_der()).map_err(|message| TlsError::Read {
+                path: "generated".into(),
+                message: message.to_owned(),
+            })?;
+        let signer = any_supported_type(&der).map_err(|source| TlsError::Key {
+            path: "generated".into(),
+            source,
+        })?;
+        let pair = CertifiedKey::new(vec![cert.der().clone()], signer);
+        Ok(Self {
+            current: Arc::new(RwLock::new(Arc::new(pair))),
+            files: None,
+            ca_bundle: Some(ca_cert.pem()),
+        })
+    }
+
+    /// The PEM of the CA that signed a [`ServingCertificate::self_signed`] certificate (for
+    /// [`super::WebhookOptions::ca_bundle`]); `None` for certificates from files.
+    pub fn ca_bundle(&self) -> Option<&str> {
+        self.ca_bundle.as_deref()
+    }
+
+    /// Re-reads the files when either has changed since they were last loaded; returns
+    /// whether a new pair is now served. A pair that does not load leaves the old one served.
+    ///
+    /// # Errors
+    /// When the changed files do not load (tried again at the next call).
+    pub fn reload(&self) -> Result<bool, TlsError> {
+        let Some(files) = &self.files else {
+            return Ok(false);
+        };
+        let stamps = (modified(&files.cert), modified(&files.key));
+        let mut loaded = files.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        if *loaded == stamps {
+            return Ok(false);
+        }
+        let pair = load(&files.cert, &files.key)?;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = pair;
+        *loaded = stamps;
+        Ok(true)
+    }
+
+    /// Whether the certificate comes from files (and so may change).
+    pub fn from_disk(&self) -> bool {
+        self.files.is_some()
+    }
+}
+
+/// Hands rustls the pair served now.
+#[derive(Debug)]
+pub(super) struct Resolver(pub(super) Arc<RwLock<Arc<CertifiedKey>>>);
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.0
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        )
+    }
+}
+
+impl ServingCertificate {
+    pub(super) fn resolver(&self) -> Arc<Resolver> {
+        Arc::new(Resolver(self.current.clone()))
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
+    let read = |path: &Path, message: String| TlsError::Read {
+        path: path.to_owned(),
+        message,
+    };
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|err| read(cert, err.to_string()))?;
+    if chain.is_empty() {
+        return Err(read(cert, "no CERTIFICATE block".to_owned()));
+    }
+    let der = PrivateKeyDer::from_pem_file(key).map_err(|err| read(key, err.to_string()))?;
+    let signer = any_supported_type(&der).map_err(|source| TlsError::Key {
+        path: key.to_owned(),
+        source,
+    })?;
+    Ok(Arc::new(CertifiedKey::new(chain, signer)))
+}

@@ -1,0 +1,254 @@
+//! The admission webhook in a test: served in-process on loopback with a development CA, and
+//! registered for one labelled namespace only, so that tests running at the same time (and
+//! the other test binaries) never meet it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client, CustomResourceExt, Resource};
+use kube_fsm::admission::{
+    Endpoint, FailurePolicy, Policy, ServingCertificate, Validator, Webhook, WebhookHealth,
+    WebhookOptions, validating_webhook_configuration,
+};
+use kube_fsm::{Phase, StateMachine};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+
+use crate::cluster::eventually;
+
+/// The namespace label a test's webhook is registered for.
+pub const SCOPE_LABEL: &str = "kube-fsm.dev/test-webhook";
+/// The name of the object [`Registration::wait_active`] probes with.
+pub const PROBE: &str = "webhook-probe";
+
+/// A fresh namespace labelled for its own webhook, plus `labels`.
+///
+/// # Panics
+/// When it cannot be created.
+pub async fn namespace(client: &Client, prefix: &str, labels: &[(&str, &str)]) -> String {
+    let name = format!("{prefix}-{:06x}", fastrand::u32(..0x00ff_ffff));
+    let mut all: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    all.insert(SCOPE_LABEL.to_owned(), name.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(all),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    name
+}
+
+/// `K`'s webhook registered for one namespace, served by this process or by nothing.
+pub struct Registration {
+    client: Client,
+    name: String,
+    /// The served webhook's health (`None` when nothing serves it).
+    pub health: Option<WebhookHealth>,
+    task: Option<JoinHandle<()>>,
+}
+
+fn options(ns: &str, endpoint: Endpoint, failure: FailurePolicy) -> WebhookOptions {
+    let mut options = WebhookOptions::new(endpoint);
+    options.failure_policy = failure;
+    options.timeout_seconds = 5;
+    options.namespace_selector = Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([(SCOPE_LABEL.to_owned(), ns.to_owned())])),
+        ..LabelSelector::default()
+    });
+    options
+}
+
+/// Serves `K`'s webhook under `policy` on 127.0.0.1 (a development CA in the `caBundle`) and
+/// registers it for namespace `ns` with `failure`.
+///
+/// # Panics
+/// When it cannot be served or registered.
+pub async fn serve<K: Probe>(
+    client: &Client,
+    ns: &str,
+    probe: K,
+    policy: Policy,
+    failure: FailurePolicy,
+) -> Registration {
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    create_probe(&api, probe).await;
+    let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).expect("certificate");
+    let mut options = options(ns, Endpoint::Url(String::new()), failure);
+    options.ca_bundle = certificate.ca_bundle().map(str::to_owned);
+    let validator = Validator::new::<K>(policy.clone()).expect("policy");
+    let webhook = Webhook::bind("127.0.0.1:0".parse().expect("addr"), validator, certificate)
+        .await
+        .expect("bind webhook");
+    options.endpoint = Endpoint::Url(format!("https://{}", webhook.local_addr()));
+    let health = webhook.health();
+    let task = tokio::spawn(webhook.run());
+    let name = register::<K>(client, ns, &options, &policy).await;
+    wait_active(&api, &name).await;
+    Registration {
+        client: client.clone(),
+        name,
+        health: Some(health),
+        task: Some(task),
+    }
+}
+
+/// Registers `K`'s webhook for namespace `ns` at an address where nothing listens, with
+/// failure policy `Fail`, and waits until the API server refuses writes for it.
+///
+/// # Panics
+/// When it cannot be registered, or does not take effect.
+pub async fn unreachable<K: Probe>(client: &Client, ns: &str, probe: K) -> Registration {
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    create_probe(&api, probe).await;
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).expect("certificate");
+    let mut options = options(
+        ns,
+        Endpoint::Url(format!("https://127.0.0.1:{port}")),
+        FailurePolicy::Fail,
+    );
+    options.ca_bundle = certificate.ca_bundle().map(str::to_owned);
+    let name = register::<K>(client, ns, &options, &Policy::default()).await;
+    wait_active(&api, &name).await;
+    Registration {
+        client: client.clone(),
+        name,
+        health: None,
+        task: None,
+    }
+}
+
+/// What a probe object needs to be.
+pub trait Probe:
+    Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    + StateMachine
+    + CustomResourceExt
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Probe for K where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + StateMachine
+        + CustomResourceExt
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
+/// Creates `probe` at the initial phase, before any webhook is registered.
+async fn create_probe<K: Probe>(api: &Api<K>, probe: K) {
+    if api.get_opt(PROBE).await.expect("get probe").is_some() {
+        return;
+    }
+    api.create(&PostParams::default(), &probe)
+        .await
+        .expect("create probe");
+    let initial = <K::Phase as Phase>::initial().name();
+    api.patch_status(
+        PROBE,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({ "status": { "phase": initial } })),
+    )
+    .await
+    .expect("probe at the initial phase");
+}
+
+/// Waits until the API server calls the webhook `name` (a configuration reaches the API
+/// server's informer a moment after it is written): dry-runs removing the probe's phase until
+/// the webhook, or the failure to reach it, refuses that.
+async fn wait_active<K: Probe>(api: &Api<K>, name: &str) {
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let removal = Patch::Merge(serde_json::json!({ "status": { "phase": null } }));
+    eventually(Duration::from_secs(30), || async {
+        api.patch_status(PROBE, &dry_run, &removal)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("webhook {name} not called within 30 s"));
+}
+
+async fn register<K: CustomResourceExt>(
+    client: &Client,
+    ns: &str,
+    options: &WebhookOptions,
+    policy: &Policy,
+) -> String {
+    let mut configuration = validating_webhook_configuration::<K>(options, policy);
+    let name = format!(
+        "{ns}.{}",
+        configuration.metadata.name.as_deref().unwrap_or("")
+    );
+    configuration.metadata.name = Some(name.clone());
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &configuration)
+        .await
+        .expect("register the webhook");
+    name
+}
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registration {
+    /// Changes the failure policy of every webhook of the registration.
+    ///
+    /// # Panics
+    /// When the API server refuses.
+    pub async fn set_failure_policy(&self, failure: FailurePolicy) {
+        let api = Api::<ValidatingWebhookConfiguration>::all(self.client.clone());
+        let mut configuration = api.get(&self.name).await.expect("get configuration");
+        for webhook in configuration.webhooks.iter_mut().flatten() {
+            webhook.failure_policy = Some(format!("{failure:?}"));
+        }
+        api.replace(&self.name, &PostParams::default(), &configuration)
+            .await
+            .expect("replace configuration");
+    }
+
+    /// Unregisters the webhook and stops serving it.
+    ///
+    /// # Panics
+    /// When the API server refuses.
+    pub async fn remove(self) {
+        Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
+            .delete(&self.name, &DeleteParams::default())
+            .await
+            .expect("unregister the webhook");
+        if let Some(task) = self.task {
+            task.abort();
+        }
+    }
+}
