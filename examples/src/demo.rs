@@ -14,6 +14,8 @@ use crate::{BoxError, cluster};
 /// Options of `demo`.
 #[derive(Clone, Debug)]
 pub struct DemoOptions {
+    /// Serve and register the admission webhook, and show it refusing an illegal patch.
+    pub webhook: bool,
     /// How many Databases to create.
     pub objects: usize,
     /// Where to create them.
@@ -41,6 +43,32 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
          machine: Pending -Accept-> Provisioning -when PodsReady-> Running (finalizer example.com/cleanup)"
     );
 
+    let webhook = if options.webhook {
+        let started = crate::webhook::start(
+            &client,
+            &crate::webhook::Options {
+                addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                tls: None,
+                policy: None,
+                register: crate::webhook::Register::Bound,
+                ca_file: None,
+                failure_policy: kube_fsm::admission::FailurePolicy::Fail,
+                namespace_label: None,
+            },
+            &mut prometheus_client::registry::Registry::default(),
+        )
+        .await?;
+        let name = started.registered.clone().unwrap_or_default();
+        println!(
+            "admission webhook {name} registered at https://{} (failurePolicy Fail): the API \
+             server checks every status write, the operator's too",
+            started.addr
+        );
+        Some(name)
+    } else {
+        None
+    };
+
     let tracker = Tracker::start(&client, ns, true, start);
     let operator = Running::start(client.clone(), Handlers::new(client.clone()), ns);
     cluster::create_databases(&client, ns, options.objects, 16).await?;
@@ -66,7 +94,22 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
                 snapshot.status_changes,
                 ratio(snapshot.status_changes, options.objects),
             );
-            ExitCode::SUCCESS
+            match &webhook {
+                Some(_) => match illegal_patch_is_refused(
+                    &client,
+                    ns,
+                    &cluster::object_name(0, options.objects),
+                )
+                .await
+                {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(err) => {
+                        eprintln!("error: {err}");
+                        ExitCode::FAILURE
+                    }
+                },
+                None => ExitCode::SUCCESS,
+            }
         }
         Outcome::TimedOut => {
             eprintln!(
@@ -96,7 +139,49 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
         eprintln!("warning: the operator did not stop within 10 s");
     }
     tracker.stop();
+    if let Some(name) = webhook
+        && let Err(err) = crate::webhook::unregister(&client, &name).await
+    {
+        eprintln!("error: unregistering the admission webhook {name}: {err}");
+        code = ExitCode::FAILURE;
+    }
     Ok(code)
+}
+
+/// What `kubectl patch --subresource=status --dry-run=server` of a move the machine has no
+/// edge for gets from the API server with the webhook registered: a refusal naming both
+/// phases. (A configuration reaches the API server a moment after it is written: retried for
+/// up to 10 s.)
+async fn illegal_patch_is_refused(client: &Client, ns: &str, name: &str) -> Result<(), BoxError> {
+    use kube::api::{Api, Patch, PatchParams};
+    let api: Api<crate::database::Database> = Api::namespaced(client.clone(), ns);
+    let params = PatchParams {
+        dry_run: true,
+        field_manager: Some("kubectl-edit".into()),
+        ..PatchParams::default()
+    };
+    let patch = Patch::Merge(serde_json::json!({ "status": { "phase": "Pending" } }));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match api.patch_status(name, &params, &patch).await {
+            Err(kube::Error::Api(status)) if status.code == 422 => {
+                println!(
+                    "an illegal status patch of {name} (Running -> Pending) is refused by the API server:\n  {}",
+                    status.message
+                );
+                return Ok(());
+            }
+            Err(err) => return Err(err.into()),
+            Ok(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Ok(_) => {
+                return Err(
+                    "the API server admitted Running -> Pending: the webhook is not called".into(),
+                );
+            }
+        }
+    }
 }
 
 enum Outcome {

@@ -6,9 +6,16 @@
 //! kube-fsm-examples diagram [--dot]          print the machine as Mermaid (or Graphviz DOT)
 //! kube-fsm-examples run [--namespace NS] [--events all|warnings|off] [--concurrency N]
 //!                        [--handler-latency MS] [--shards N [--shard-key uid|namespace]]
+//!                        [--webhook ADDR [--webhook-cert FILE --webhook-key FILE]
+//!                         [--webhook-policy FILE] [--webhook-register URL|bound]
+//!                         [--webhook-ca FILE] [--webhook-failure-policy fail|ignore]
+//!                         [--webhook-namespace-label KEY=VALUE]]
 //!                                            run the operator until Ctrl-C / SIGTERM
+//! kube-fsm-examples webhook-config (--url URL | --service NS/NAME[:PORT]) [--ca FILE]
+//!                        [--policy FILE] [--failure-policy fail|ignore]
+//!                                            print the admission webhook's registration
 //! kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
-//!                        [--platform-namespace NS] [--timeout SECS] [--keep]
+//!                        [--platform-namespace NS] [--timeout SECS] [--keep] [--webhook]
 //! ```
 
 mod cluster;
@@ -19,6 +26,7 @@ mod riskdemo;
 mod riskengine;
 mod serve;
 mod tracker;
+mod webhook;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -40,6 +48,10 @@ usage:
                         [--leader-elect | --shards N [--shard-key uid|namespace]]
                         [--identity ID] [--lease-namespace NS] [--lease-duration SECS]
                         [--field-manager NAME]
+                        [--webhook ADDR [--webhook-cert FILE --webhook-key FILE]
+                         [--webhook-policy FILE] [--webhook-register URL|bound]
+                         [--webhook-ca FILE] [--webhook-failure-policy fail|ignore]
+                         [--webhook-namespace-label KEY=VALUE]]
       run the operator (all namespaces by default) until Ctrl-C or SIGTERM, serving
       /metrics, /healthz and /readyz on ADDR (default 0.0.0.0:8080); with --leader-elect, only the
       replica holding the Lease kube-fsm-examples (in --lease-namespace, default the watched
@@ -51,12 +63,26 @@ usage:
       the object's UID or, with --shard-key namespace, its namespace) and each reconciles
       and watches only the shards it holds; --field-manager: the name every write carries in
       managedFields (default kube-fsm; the scale bench gives each replica its own to check,
-      from outside, that no two replicas wrote one object)
+      from outside, that no two replicas wrote one object);
+      --webhook ADDR: also serve the admission webhook that refuses status.phase moves the
+      machine does not allow, on ADDR over HTTPS (POST /validate; its health is in /healthz),
+      with the certificate and key of --webhook-cert/--webhook-key (PEM, re-read when they
+      change) or else a development CA made at start; --webhook-policy: policy layers (YAML,
+      see `kube_fsm::admission::Policy`); --webhook-register: apply the
+      ValidatingWebhookConfiguration for the API server to call URL (https://HOST:PORT; bound:
+      this process's address), with --webhook-ca (PEM) or the development CA as caBundle,
+      --webhook-failure-policy (default fail) and, for the namespaces labelled so only,
+      --webhook-namespace-label
+  kube-fsm-examples webhook-config (--url URL | --service NS/NAME[:PORT]) [--ca FILE]
+                                   [--policy FILE] [--failure-policy fail|ignore]
+      print the admission webhook's ValidatingWebhookConfiguration as YAML (kubectl apply -f -)
   kube-fsm-examples demo [--example database|riskengine|all] [--objects N] [--namespace NS]
-                         [--platform-namespace NS] [--timeout SECS] [--keep]
+                         [--platform-namespace NS] [--timeout SECS] [--keep] [--webhook]
       database: install the CRD, create N Databases (default 5) in NS (default kube-fsm-demo),
       run the operator in-process and print each phase transition; exit 0 once all are Running
-      (default timeout 60 s), after deleting them again (unless --keep).
+      (default timeout 60 s), after deleting them again (unless --keep); with --webhook, the
+      operator also serves the admission webhook, registered for the demo, and the demo shows
+      the API server refusing an illegal status patch.
       riskengine: the multi-tenant RiskEngine operator in namespaces NS-tenant-a/b/c, its
       version allow-list in --platform-namespace (default kube-fsm-platform): the API server
       refuses an out-of-range timeoutSeconds, six engines reach Active, one off the allow-list
@@ -68,7 +94,13 @@ RUST_LOG sets the log filter (default: warn for demo, info for run).";
 
 enum Command {
     Crd,
-    Diagram { dot: bool },
+    WebhookConfig(
+        Box<kube_fsm::admission::WebhookOptions>,
+        Option<std::path::PathBuf>,
+    ),
+    Diagram {
+        dot: bool,
+    },
     Run(Box<operator::RunOptions>),
     Demo(Vec<Demo>),
 }
@@ -197,7 +229,24 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
                 handler_latency: Duration::from_millis(args.number("--handler-latency", 0)?),
                 sharding,
                 field_manager: args.value("--field-manager")?,
+                webhook: webhook_options(&mut args)?,
             }))
+        }
+        "webhook-config" => {
+            use kube_fsm::admission::{Endpoint, WebhookOptions};
+            let endpoint = match (args.value("--url")?, args.value("--service")?) {
+                (Some(url), None) => Endpoint::Url(url),
+                (None, Some(service)) => parse_service(&service)?,
+                _ => return Err("webhook-config takes one of --url and --service".into()),
+            };
+            let mut options = WebhookOptions::new(endpoint);
+            if let Some(path) = args.value("--ca")? {
+                options.ca_bundle =
+                    Some(std::fs::read_to_string(&path).map_err(|e| format!("--ca {path}: {e}"))?);
+            }
+            options.failure_policy = failure_policy(args.value("--failure-policy")?)?;
+            let policy = args.value("--policy")?.map(std::path::PathBuf::from);
+            Command::WebhookConfig(Box::new(options), policy)
         }
         "demo" => {
             let example = args.value("--example")?.unwrap_or_else(|| "all".into());
@@ -206,7 +255,9 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
                 .unwrap_or_else(|| "kube-fsm-demo".into());
             let timeout = Duration::from_secs(args.number("--timeout", 60)?);
             let keep = args.switch("--keep");
+            let webhook = args.switch("--webhook");
             let database = Demo::Database(demo::DemoOptions {
+                webhook,
                 objects: usize::try_from(args.number("--objects", 5)?)
                     .map_err(|e| e.to_string())?,
                 namespace: namespace.clone(),
@@ -237,6 +288,87 @@ fn parse(argv: Vec<String>) -> Result<Command, String> {
     };
     args.done()?;
     Ok(command)
+}
+
+/// The `--webhook*` options of `run`.
+fn webhook_options(args: &mut Args) -> Result<Option<webhook::Options>, String> {
+    let addr = args.value("--webhook")?;
+    let cert = args.value("--webhook-cert")?;
+    let key = args.value("--webhook-key")?;
+    let policy = args.value("--webhook-policy")?;
+    let register = args.value("--webhook-register")?;
+    let ca_file = args.value("--webhook-ca")?;
+    let failure = args.value("--webhook-failure-policy")?;
+    let label = args.value("--webhook-namespace-label")?;
+    let Some(addr) = addr else {
+        return match [&cert, &key, &policy, &register, &ca_file, &failure, &label]
+            .iter()
+            .any(|v| v.is_some())
+        {
+            true => Err("the --webhook-* options need --webhook ADDR".into()),
+            false => Ok(None),
+        };
+    };
+    let tls = match (cert, key) {
+        (Some(cert), Some(key)) => Some((cert.into(), key.into())),
+        (None, None) => None,
+        _ => return Err("--webhook-cert and --webhook-key go together".into()),
+    };
+    Ok(Some(webhook::Options {
+        addr: addr
+            .parse()
+            .map_err(|_| format!("--webhook takes host:port, not {addr:?}"))?,
+        tls,
+        policy: policy.map(Into::into),
+        register: match register.as_deref() {
+            None => webhook::Register::No,
+            Some("bound") => webhook::Register::Bound,
+            Some(url) => webhook::Register::At(url.to_owned()),
+        },
+        ca_file: ca_file.map(Into::into),
+        failure_policy: failure_policy(failure)?,
+        namespace_label: match label {
+            None => None,
+            Some(label) => Some(
+                label
+                    .split_once('=')
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .ok_or_else(|| {
+                        format!("--webhook-namespace-label takes KEY=VALUE, not {label:?}")
+                    })?,
+            ),
+        },
+    }))
+}
+
+fn failure_policy(value: Option<String>) -> Result<kube_fsm::admission::FailurePolicy, String> {
+    use kube_fsm::admission::FailurePolicy;
+    match value.as_deref() {
+        None | Some("fail") => Ok(FailurePolicy::Fail),
+        Some("ignore") => Ok(FailurePolicy::Ignore),
+        Some(other) => Err(format!(
+            "the failure policy is fail or ignore, not {other:?}"
+        )),
+    }
+}
+
+/// `NS/NAME[:PORT]` → a Service endpoint.
+fn parse_service(value: &str) -> Result<kube_fsm::admission::Endpoint, String> {
+    let (namespace, rest) = value
+        .split_once('/')
+        .ok_or_else(|| format!("--service takes NS/NAME[:PORT], not {value:?}"))?;
+    let (name, port) = match rest.split_once(':') {
+        Some((name, port)) => (
+            name,
+            Some(port.parse().map_err(|_| format!("not a port: {port:?}"))?),
+        ),
+        None => (rest, None),
+    };
+    Ok(kube_fsm::admission::Endpoint::Service {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        port,
+    })
 }
 
 /// One demo of `demo`.
@@ -289,6 +421,17 @@ async fn main() -> ExitCode {
             }
             Err(err) => Err(err.into()),
         },
+        Command::WebhookConfig(options, policy) => {
+            let policy = match policy {
+                Some(path) => webhook::read_policy(&path),
+                None => Ok(kube_fsm::admission::Policy::default()),
+            };
+            policy.and_then(|policy| {
+                let configuration = webhook::configuration(&options, &policy);
+                print!("{}", serde_saphyr::to_string(&configuration)?);
+                Ok(ExitCode::SUCCESS)
+            })
+        }
         Command::Diagram { dot } => {
             let machine = database::DatabasePhase::MACHINE;
             print!("{}", if dot { machine.dot } else { machine.mermaid });

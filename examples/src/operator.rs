@@ -86,6 +86,8 @@ pub struct RunOptions {
     pub sharding: Option<kube_fsm::Sharding>,
     /// The field manager of every write, if not kube-fsm's default.
     pub field_manager: Option<String>,
+    /// Serve (and maybe register) the admission webhook.
+    pub webhook: Option<crate::webhook::Options>,
 }
 
 /// `run`: the operator as it would run in a cluster, until Ctrl-C or SIGTERM (or, with leader
@@ -96,15 +98,27 @@ pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
     let mut registry = Registry::default();
     let metrics = kube_fsm::metrics::Metrics::default();
     metrics.register(&mut registry);
-    let mut operator = operator(client, handlers, options.namespace.as_deref())
+    let mut operator = operator(client.clone(), handlers, options.namespace.as_deref())
         .metrics(&metrics)
         .events(options.events)
         .concurrency(options.concurrency);
     if let Some(manager) = options.field_manager {
         operator = operator.field_manager(manager);
     }
+    let webhook = match &options.webhook {
+        Some(webhook) => {
+            let started = crate::webhook::start(&client, webhook, &mut registry).await?;
+            tracing::info!(
+                addr = %started.addr,
+                registered = started.registered.as_deref().unwrap_or("(no)"),
+                "serving the admission webhook"
+            );
+            Some(started.health)
+        }
+        None => None,
+    };
     let (addr, _server) =
-        crate::serve::metrics(options.metrics_addr, registry, operator.health()).await?;
+        crate::serve::metrics(options.metrics_addr, registry, operator.health(), webhook).await?;
     tracing::info!(
         namespace = options.namespace.as_deref().unwrap_or("(all)"),
         metrics = %format!("http://{addr}/metrics"),

@@ -1,6 +1,7 @@
 //! The operator's own HTTP endpoint: `GET /metrics` (Prometheus text format), `GET /healthz`
-//! (liveness: the process serves) and `GET /readyz` (503 while the API server is unreachable,
-//! saying since when and why), on hyper, as controller-runtime's manager serves them.
+//! (liveness: the process serves, and so does its admission webhook when it has one) and
+//! `GET /readyz` (503 while the API server is unreachable, saying since when and why), on
+//! hyper, as controller-runtime's manager serves them.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -12,6 +13,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use kube_fsm::admission::WebhookHealth;
 use kube_fsm::{Connection, Health};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -22,6 +24,7 @@ pub async fn metrics(
     addr: SocketAddr,
     registry: Registry,
     health: Health,
+    webhook: Option<WebhookHealth>,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
@@ -33,9 +36,11 @@ pub async fn metrics(
             };
             let registry = registry.clone();
             let health = health.clone();
+            let webhook = webhook.clone();
             tokio::spawn(async move {
-                let service =
-                    service_fn(move |request| respond(request, registry.clone(), health.clone()));
+                let service = service_fn(move |request| {
+                    respond(request, registry.clone(), health.clone(), webhook.clone())
+                });
                 if let Err(err) = http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await
@@ -52,6 +57,7 @@ async fn respond(
     request: Request<Incoming>,
     registry: Arc<Registry>,
     health: Health,
+    webhook: Option<WebhookHealth>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let (status, content_type, body) = match request.uri().path() {
         "/metrics" => {
@@ -69,7 +75,14 @@ async fn respond(
                 ),
             }
         }
-        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/healthz" => match webhook.as_ref().map(WebhookHealth::status) {
+            None | Some(Ok(())) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+            Some(Err(reason)) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("{reason}\n"),
+            ),
+        },
         "/readyz" => match health.status() {
             Connection::Up => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
             Connection::Down { since, reason } => (

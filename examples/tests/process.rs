@@ -251,3 +251,82 @@ async fn a_killed_leader_is_replaced_once_its_lease_expires() {
     create(&api, "after").await;
     wait_running(&api, "after").await;
 }
+
+#[tokio::test]
+async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    let Some(client) = cluster::client("the_operator_serves_its_admission_webhook").await else {
+        return;
+    };
+    install_crd(&client).await;
+    let ns = kube_fsm_tests::admission::namespace(&client, "fsm-webhook", &[]).await;
+    let policy = std::env::temp_dir().join(format!("{ns}-policy.yaml"));
+    std::fs::write(
+        &policy,
+        "operator:\n  fieldManagers: [kube-fsm]\nplatform:\n  - onlyOperatorEnters: [Failed]\n",
+    )
+    .expect("policy file");
+    let addr = free_port();
+    let label = format!("{}={ns}", kube_fsm_tests::admission::SCOPE_LABEL);
+    let _operator = operator(&[
+        "--namespace",
+        &ns,
+        "--metrics-addr",
+        &addr.to_string(),
+        "--webhook",
+        "127.0.0.1:0",
+        "--webhook-register",
+        "bound",
+        "--webhook-namespace-label",
+        &label,
+        "--webhook-policy",
+        &policy.to_string_lossy(),
+    ]);
+    eventually(Duration::from_secs(30), || http_get(addr, "/healthz"))
+        .await
+        .expect("/healthz answers ok once the webhook serves");
+
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
+    create(&api, "a").await;
+    wait_running(&api, "a").await;
+    let patch = |phase: &str| Patch::Merge(json!({ "status": { "phase": phase } }));
+    let by_hand = PatchParams {
+        dry_run: true,
+        field_manager: Some("kubectl-edit".into()),
+        ..PatchParams::default()
+    };
+    let refused = |result: Result<DynamicObject, kube::Error>| match result {
+        Err(kube::Error::Api(status)) if status.code == 422 => Some(status.message),
+        _ => None,
+    };
+    let message = eventually(Duration::from_secs(30), || async {
+        refused(api.patch_status("a", &by_hand, &patch("Pending")).await)
+    })
+    .await
+    .expect("the API server calls the operator's webhook");
+    assert_eq!(
+        message,
+        "admission webhook \"phase.databases.example.kube-fsm.dev\" denied the request: \
+         cannot move from Running to Pending: the Database state machine has no such transition"
+    );
+    let message = refused(api.patch_status("a", &by_hand, &patch("Failed")).await)
+        .expect("the policy file's platform rule");
+    assert!(
+        message.contains("only the operator (field manager kube-fsm) may move an object to Failed"),
+        "{message}"
+    );
+    let metrics = http_get(addr, "/metrics").await.expect("/metrics");
+    let denied = "kube_fsm_admission_denied_total{webhook=\"/validate\"}";
+    assert!(
+        sample(&metrics, denied).is_some_and(|v| v >= 2.0),
+        "{denied}\n{metrics}"
+    );
+
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .delete("databases.example.kube-fsm.dev", &DeleteParams::default())
+        .await
+        .expect("unregister");
+    let _ = std::fs::remove_file(policy);
+}

@@ -119,6 +119,55 @@ fn every_legal_pair_passes_and_every_illegal_pair_is_refused() {
     assert_eq!(every_pair(store), (4 + 3, 16 - 7));
 }
 
+/// The admission webhook's rules are the CEL rules, message for message: every write from no
+/// phase, a declared, a retired or an unknown value to no phase or a declared one (a value the
+/// spec does not declare is refused by the schema's enum before either rule runs).
+fn webhook_agrees_with_cel<K, P>(object: impl Fn(Option<PhaseValue<P>>) -> K) -> usize
+where
+    K: kube::CustomResourceExt + StateMachine<Phase = P> + serde::Serialize,
+    P: Phase,
+{
+    let machine = P::MACHINE;
+    let declared = (0..machine.phases.len()).filter_map(P::from_index);
+    let value = |name: Option<&str>| name.map(PhaseValue::<P>::parse);
+    let mut olds: Vec<Option<&str>> = vec![None];
+    olds.extend(machine.phases.iter().map(|p| Some(p.name)));
+    olds.extend(machine.retired.iter().map(|r| Some(r.name)));
+    olds.push(Some("Archived"));
+    let mut news: Vec<Option<&str>> = vec![None];
+    news.extend(declared.map(|p| Some(p.name())));
+    let mut compared = 0;
+    for &old in &olds {
+        for &new in &news {
+            let cel = validate_update(&object(value(new)), &object(value(old)));
+            let webhook = kube_fsm::admission::check(machine, old, new);
+            match (&cel, &webhook) {
+                (Ok(()), Ok(())) => {}
+                (Err(CrdError::Rejected(errors)), Err(violation)) => {
+                    assert_eq!(errors.len(), 1, "{old:?} -> {new:?}: {errors:?}");
+                    // The root rules' field path is `.status.phase`.
+                    assert_eq!(
+                        errors[0].to_string().trim_start_matches('.'),
+                        format!("status.phase: {}", violation.message),
+                        "{old:?} -> {new:?}"
+                    );
+                    assert_eq!(errors[0].reason.as_deref(), Some(violation.reason));
+                }
+                _ => panic!("{old:?} -> {new:?}: CEL says {cel:?}, the webhook {webhook:?}"),
+            }
+            compared += 1;
+        }
+    }
+    compared
+}
+
+#[test]
+fn the_webhook_applies_the_cel_rules_with_the_same_messages() {
+    assert_eq!(webhook_agrees_with_cel(database), (1 + 5 + 1) * (1 + 5));
+    assert_eq!(webhook_agrees_with_cel(pipeline), (1 + 4 + 1) * (1 + 4));
+    assert_eq!(webhook_agrees_with_cel(store), (1 + 4 + 2 + 1) * (1 + 4));
+}
+
 #[test]
 fn pending_to_succeeded_is_refused_with_both_phases_named() {
     let result = validate_update(

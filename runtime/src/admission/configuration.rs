@@ -188,3 +188,105 @@ fn narrowed(selector: &LabelSelector, outer: Option<&LabelSelector>) -> LabelSel
     expressions.extend(outer.match_expressions.iter().flatten().cloned());
     both
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::policy::{Rule, Tier};
+
+    #[derive(
+        kube::CustomResource,
+        Clone,
+        Debug,
+        serde::Serialize,
+        serde::Deserialize,
+        schemars::JsonSchema,
+    )]
+    #[kube(group = "example.com", version = "v1", kind = "Job", namespaced)]
+    struct JobSpec {}
+
+    fn selector(key: &str, value: &str) -> LabelSelector {
+        LabelSelector {
+            match_labels: Some([(key.to_owned(), value.to_owned())].into()),
+            ..LabelSelector::default()
+        }
+    }
+
+    #[test]
+    fn one_webhook_for_the_machine_and_one_per_tier() {
+        let mut options = WebhookOptions::new(Endpoint::Url("https://127.0.0.1:9443/".into()));
+        options.ca_bundle = Some("PEM".into());
+        options.failure_policy = FailurePolicy::Ignore;
+        options.namespace_selector = Some(selector("team", "db"));
+        let policy = Policy {
+            tiers: vec![Tier {
+                name: "restricted".into(),
+                namespace_selector: selector("tier", "restricted"),
+                rules: vec![Rule::OnlyOperatorMovesPhase],
+            }],
+            ..Policy::default()
+        };
+        let configuration = validating_webhook_configuration::<Job>(&options, &policy);
+        assert_eq!(
+            configuration.metadata.name.as_deref(),
+            Some("jobs.example.com")
+        );
+        let webhooks = configuration.webhooks.unwrap();
+        let names: Vec<_> = webhooks.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["phase.jobs.example.com", "tier-restricted.jobs.example.com"]
+        );
+        let (machine, tier) = (&webhooks[0], &webhooks[1]);
+        assert_eq!(
+            machine.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate")
+        );
+        assert_eq!(
+            tier.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate/tier/restricted")
+        );
+        assert_eq!(machine.client_config.ca_bundle.as_ref().unwrap().0, b"PEM");
+        assert_eq!(machine.failure_policy.as_deref(), Some("Ignore"));
+        assert_eq!(machine.side_effects, "None");
+        assert_eq!(machine.admission_review_versions, ["v1"]);
+        let rule = &machine.rules.as_ref().unwrap()[0];
+        assert_eq!(rule.resources.as_deref().unwrap(), ["jobs", "jobs/status"]);
+        assert_eq!(rule.operations.as_deref().unwrap(), ["CREATE", "UPDATE"]);
+        assert_eq!(rule.scope.as_deref(), Some("Namespaced"));
+        assert_eq!(machine.namespace_selector, options.namespace_selector);
+        // The tier's namespaces are those of the tier *and* of the webhook.
+        let narrowed = tier.namespace_selector.as_ref().unwrap();
+        assert_eq!(
+            narrowed.match_labels,
+            selector("tier", "restricted").match_labels
+        );
+        let outer = &narrowed.match_expressions.as_ref().unwrap()[0];
+        assert_eq!(
+            (outer.key.as_str(), outer.operator.as_str()),
+            ("team", "In")
+        );
+        assert_eq!(outer.values.as_deref().unwrap(), ["db"]);
+    }
+
+    #[test]
+    fn a_service_endpoint_carries_the_path() {
+        let options = WebhookOptions::new(Endpoint::Service {
+            namespace: "ops".into(),
+            name: "jobs-webhook".into(),
+            port: Some(443),
+        });
+        let configuration = validating_webhook_configuration::<Job>(&options, &Policy::default());
+        let client = &configuration.webhooks.unwrap()[0].client_config;
+        let service = client.service.as_ref().unwrap();
+        assert_eq!(
+            (service.name.as_str(), service.path.as_deref()),
+            ("jobs-webhook", Some(PATH))
+        );
+        assert_eq!(client.url, None);
+        assert_eq!(
+            configuration.metadata.name.as_deref(),
+            Some("jobs.example.com")
+        );
+    }
+}

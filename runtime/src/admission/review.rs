@@ -138,3 +138,114 @@ fn deny(
     };
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::policy::{Operator, Rule};
+    use crate::admission::tests_support::MACHINE;
+
+    fn validator(policy: Policy) -> Validator {
+        policy.check(&MACHINE).unwrap();
+        Validator {
+            machine: &MACHINE,
+            policy,
+        }
+    }
+
+    /// A status-subresource update of a Job from `old` to `new` by `user` with `manager`.
+    fn review(
+        old: Option<&str>,
+        new: Option<&str>,
+        manager: &str,
+    ) -> AdmissionReview<DynamicObject> {
+        let object = |phase: Option<&str>| {
+            serde_json::json!({
+                "apiVersion": "example.com/v1", "kind": "Job",
+                "metadata": { "name": "job", "namespace": "ns" },
+                "status": { "phase": phase },
+            })
+        };
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "42",
+                "kind": { "group": "example.com", "version": "v1", "kind": "Job" },
+                "resource": { "group": "example.com", "version": "v1", "resource": "jobs" },
+                "subResource": "status",
+                "name": "job",
+                "namespace": "ns",
+                "operation": "UPDATE",
+                "userInfo": { "username": "alice" },
+                "object": object(new),
+                "oldObject": object(old),
+                "options": { "kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": manager },
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_refusal_is_422_invalid_with_one_cause_on_the_phase() {
+        let answer = validator(Policy::default())
+            .review(None, review(Some("Pending"), Some("Done"), "kubectl"));
+        let response = answer.response.unwrap();
+        assert!(!response.allowed);
+        assert_eq!(response.uid, "42");
+        let status = response.result;
+        assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+        let details = status.details.unwrap();
+        assert_eq!(
+            (details.name.as_str(), details.kind.as_str()),
+            ("job", "Job")
+        );
+        assert_eq!(details.causes.len(), 1);
+        assert_eq!(details.causes[0].field, "status.phase");
+        assert_eq!(details.causes[0].reason, "FieldValueForbidden");
+        assert_eq!(
+            status.message,
+            "cannot move from Pending to Done: the Job state machine has no such transition"
+        );
+    }
+
+    #[test]
+    fn legal_moves_pass_and_the_field_manager_is_read_from_the_options() {
+        let policy = Policy {
+            operator: Operator {
+                users: Vec::new(),
+                field_managers: vec!["kube-fsm".into()],
+            },
+            platform: vec![Rule::OnlyOperatorEnters(vec!["Failed".into()])],
+            tiers: Vec::new(),
+        };
+        let validator = validator(policy);
+        let allowed = |old, new, manager| {
+            validator
+                .review(None, review(old, new, manager))
+                .response
+                .unwrap()
+                .allowed
+        };
+        assert!(allowed(Some("Pending"), Some("Running"), "kubectl"));
+        assert!(!allowed(Some("Pending"), Some("Failed"), "kubectl"));
+        assert!(allowed(Some("Pending"), Some("Failed"), "kube-fsm"));
+        assert!(
+            !allowed(Some("Running"), Some("Failed"), "kube-fsm"),
+            "no edge, even for the operator"
+        );
+    }
+
+    #[test]
+    fn a_review_without_a_request_is_invalid_and_deletes_pass() {
+        let validator = validator(Policy::default());
+        let mut empty = review(None, None, "");
+        empty.request = None;
+        assert!(!validator.review(None, empty).response.unwrap().allowed);
+        let mut delete = review(Some("Running"), None, "");
+        if let Some(request) = delete.request.as_mut() {
+            request.operation = Operation::Delete;
+        }
+        assert!(validator.review(None, delete).response.unwrap().allowed);
+    }
+}

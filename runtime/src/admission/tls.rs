@@ -98,7 +98,7 @@ impl ServingCertificate {
     /// [`ServingCertificate::ca_bundle`] is the CA to put in the webhook configuration.
     ///
     /// # Errors
-    /// When a host is not a valid DNS name or IP address.
+    /// When a key or certificate cannot be generated.
     pub fn self_signed(hosts: &[&str]) -> Result<Self, TlsError> {
         let ca_key = KeyPair::generate()?;
         let mut ca = CertificateParams::new(Vec::<String>::new())?;
@@ -213,4 +213,66 @@ fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
         source,
     })?;
     Ok(Arc::new(CertifiedKey::new(chain, signer)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A throwaway certificate and key, as PEM.
+    fn pair(host: &str) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec![host.to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn served(certificate: &ServingCertificate) -> CertificateDer<'static> {
+        certificate.current.read().unwrap().cert[0].clone()
+    }
+
+    #[test]
+    fn changed_files_are_served_and_broken_ones_leave_the_old_pair() {
+        let dir = std::env::temp_dir().join(format!("kube-fsm-tls-{}", fastrand::u64(..)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        let (first_cert, first_key) = pair("a.example");
+        std::fs::write(&cert, &first_cert).unwrap();
+        std::fs::write(&key, &first_key).unwrap();
+        let certificate = ServingCertificate::from_files(&cert, &key).unwrap();
+        let first = served(&certificate);
+        assert!(
+            !certificate.reload().unwrap(),
+            "unchanged files are not re-read"
+        );
+
+        let (second_cert, second_key) = pair("b.example");
+        std::fs::write(&cert, &second_cert).unwrap();
+        std::fs::write(&key, &second_key).unwrap();
+        assert!(certificate.reload().unwrap());
+        let second = served(&certificate);
+        assert_ne!(first, second);
+
+        std::fs::write(&cert, "not a certificate").unwrap();
+        let err = certificate.reload().unwrap_err();
+        assert!(err.to_string().contains("tls.crt"), "{err}");
+        assert_eq!(served(&certificate), second, "the old pair is still served");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn missing_files_are_named() {
+        let err = ServingCertificate::from_files("/nonexistent/tls.crt", "/nonexistent/tls.key")
+            .unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/tls.crt"), "{err}");
+    }
+
+    #[test]
+    fn a_development_certificate_comes_with_its_ca() {
+        let certificate = ServingCertificate::self_signed(&["127.0.0.1", "db.ns.svc"]).unwrap();
+        let ca = certificate.ca_bundle().unwrap();
+        assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
+    }
 }
