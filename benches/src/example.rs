@@ -81,6 +81,24 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Result<String, BoxError> 
     }
 }
 
+/// CPU seconds (user + system) and peak RSS (bytes) of a process, from `/proc`.
+pub fn process_stats(pid: u32) -> Option<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hwm_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches(" kB")
+        .parse()
+        .ok()?;
+    // USER_HZ is 100 on every Linux this runs on.
+    Some((ticks / 100.0, hwm_kib * 1024))
+}
+
 /// `kube-fsm-examples run` as a child process, serving its metrics on a loopback port; killed
 /// when dropped.
 #[derive(Debug)]
@@ -123,6 +141,19 @@ impl Operator {
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
+    }
+
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The body of `GET path` from its metrics endpoint (`/metrics`, `/healthz`, `/readyz`).
+    ///
+    /// # Errors
+    /// When it cannot be reached or does not answer 200.
+    pub async fn get(&self, path: &str) -> Result<String, BoxError> {
+        http_get(self.metrics, path).await
     }
 
     /// Its metrics now (the Prometheus text of its `/metrics`).

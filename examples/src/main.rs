@@ -519,4 +519,52 @@ mod tests {
         assert!(parse(args("frobnicate")).is_err());
         assert_eq!(parse(args("demo --help")).err().as_deref(), Some(""));
     }
+
+    #[test]
+    fn parses_the_webhook_options() {
+        let Ok(Command::Run(run)) = parse(args(
+            "run --webhook 0.0.0.0:9443 --webhook-register https://op.example:9443 \
+             --webhook-failure-policy ignore --webhook-namespace-label team=db",
+        )) else {
+            panic!("run parses")
+        };
+        let webhook = run.webhook.expect("webhook options");
+        assert_eq!(webhook.addr.to_string(), "0.0.0.0:9443");
+        assert_eq!(
+            webhook.register,
+            webhook::Register::At("https://op.example:9443".into())
+        );
+        assert_eq!(
+            webhook.failure_policy,
+            kube_fsm::admission::FailurePolicy::Ignore
+        );
+        assert_eq!(
+            webhook.namespace_label,
+            Some(("team".to_owned(), "db".to_owned()))
+        );
+        assert_eq!(
+            parse(args("run --webhook-policy p.yaml")).err().as_deref(),
+            Some("the --webhook-* options need --webhook ADDR")
+        );
+        assert_eq!(
+            parse(args("run --webhook :1 --webhook-cert c.pem"))
+                .err()
+                .as_deref(),
+            Some("--webhook-cert and --webhook-key go together")
+        );
+        let Ok(Command::WebhookConfig(options, None)) =
+            parse(args("webhook-config --service ops/db-webhook:8443"))
+        else {
+            panic!("webhook-config parses")
+        };
+        assert_eq!(
+            options.endpoint,
+            kube_fsm::admission::Endpoint::Service {
+                namespace: "ops".into(),
+                name: "db-webhook".into(),
+                port: Some(8443),
+            }
+        );
+        assert!(parse(args("webhook-config")).is_err());
+    }
 }

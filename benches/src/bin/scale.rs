@@ -35,7 +35,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use kube_fsm_benches::example::{BoxError, install_crd, sibling};
+use kube_fsm_benches::example::{BoxError, install_crd, process_stats, sibling};
 use kube_fsm_tests::cluster;
 use kube_fsm_tests::prometheus::Requests;
 use serde_json::json;
@@ -81,24 +81,6 @@ fn options() -> Result<Options, String> {
         }
     }
     Ok(options)
-}
-
-/// CPU seconds (user + system) and peak RSS (bytes) of a process, from `/proc`.
-fn process_stats(pid: u32) -> Option<(f64, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which is in parentheses and may hold spaces).
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let hwm_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches(" kB")
-        .parse()
-        .ok()?;
-    // USER_HZ is 100 on every Linux this runs on.
-    Some((ticks / 100.0, hwm_kib * 1024))
 }
 
 fn apiserver_pid() -> Option<u32> {
