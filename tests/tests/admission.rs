@@ -285,7 +285,7 @@ async fn policy_layers_leave_moves_to_the_operator_and_the_operator_converges_th
 }
 
 #[tokio::test]
-async fn with_the_webhook_down_fail_refuses_writes_and_ignore_lets_the_operator_work() {
+async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_operator_go_on() {
     let Some(client) = client("admission::down").await else {
         return;
     };
@@ -302,8 +302,18 @@ async fn with_the_webhook_down_fail_refuses_writes_and_ignore_lets_the_operator_
         .expect_err("Fail: a legal write is refused while the webhook is down");
     assert!(err.to_string().contains("failed calling webhook"), "{err}");
 
-    registration.set_failure_policy(FailurePolicy::Ignore).await;
+    // The operator's writes are refused too: nothing is written, nothing is lost.
     let operator = Running::spawn(in_namespace::<Database, _>(&client, &ns, Databases));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let db = api.get("db").await.expect("get");
+    assert_eq!(
+        kube_fsm_tests::cluster::phase_of(&db),
+        None,
+        "Fail: no write got through"
+    );
+
+    // With Ignore the same operator goes on from where it was refused.
+    registration.set_failure_policy(FailurePolicy::Ignore).await;
     let db = tokio::time::timeout(Duration::from_secs(60), wait_phase(&api, "db", "Running"))
         .await
         .expect("Ignore: the operator converges while the webhook is down");
