@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, CustomResourceExt, Resource};
 use kube_fsm::admission::{
     Endpoint, FailurePolicy, Policy, ServingCertificate, Validator, Webhook, WebhookHealth,
@@ -19,7 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use crate::cluster::eventually;
+use crate::cluster::{self, eventually};
 
 /// The namespace label a test's webhook is registered for.
 pub const SCOPE_LABEL: &str = "kube-fsm.dev/test-webhook";
@@ -31,24 +30,13 @@ pub const PROBE: &str = "webhook-probe";
 /// # Panics
 /// When it cannot be created.
 pub async fn namespace(client: &Client, prefix: &str, labels: &[(&str, &str)]) -> String {
-    let name = format!("{prefix}-{:06x}", fastrand::u32(..0x00ff_ffff));
+    let name = cluster::fresh_name(prefix);
     let mut all: BTreeMap<String, String> = labels
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     all.insert(SCOPE_LABEL.to_owned(), name.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            labels: Some(all),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("create namespace");
+    cluster::create_namespace(client, &name, all).await;
     name
 }
 

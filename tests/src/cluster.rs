@@ -148,10 +148,30 @@ fn loose_status_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefiniti
 /// # Panics
 /// When it cannot be created.
 pub async fn namespace(client: &Client, prefix: &str) -> String {
-    let name = format!("{prefix}-{:06x}", fastrand::u32(..0x00ff_ffff));
+    let name = fresh_name(prefix);
+    create_namespace(client, &name, std::collections::BTreeMap::new()).await;
+    name
+}
+
+/// `PREFIX-XXXXXX`: a name no other test run uses.
+#[must_use]
+pub fn fresh_name(prefix: &str) -> String {
+    format!("{prefix}-{:06x}", fastrand::u32(..0x00ff_ffff))
+}
+
+/// Creates the namespace `name` with `labels`.
+///
+/// # Panics
+/// When it cannot be created.
+pub async fn create_namespace(
+    client: &Client,
+    name: &str,
+    labels: std::collections::BTreeMap<String, String>,
+) {
     let ns = Namespace {
         metadata: ObjectMeta {
-            name: Some(name.clone()),
+            name: Some(name.to_owned()),
+            labels: (!labels.is_empty()).then_some(labels),
             ..ObjectMeta::default()
         },
         ..Namespace::default()
@@ -160,7 +180,6 @@ pub async fn namespace(client: &Client, prefix: &str) -> String {
         .create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
-    name
 }
 
 /// Merge-patches the status by hand with `status`, as `kubectl edit --subresource=status` would

@@ -248,7 +248,15 @@ impl Webhook {
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
-                    let Ok((stream, peer)) = accepted else { continue };
+                    let (stream, peer) = match accepted {
+                        Ok(accepted) => accepted,
+                        Err(err) => {
+                            // E.g. out of file descriptors: do not spin on it.
+                            tracing::warn!(%err, "webhook accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    };
                     let (tls, validator, metrics) = (tls.clone(), validator.clone(), metrics.clone());
                     tokio::spawn(async move {
                         match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
