@@ -257,7 +257,7 @@ mod spec;
 mod validate;
 #[cfg(all(feature = "expand", not(test)))]
 #[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/yaml.rs"]
+#[path = "../../../macros/src/yaml/mod.rs"]
 mod yaml;
 
 #[cfg(all(feature = "expand", not(test)))]
