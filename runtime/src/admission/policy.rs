@@ -176,26 +176,27 @@ impl Policy {
         if old == new || self.operator.is(requester) {
             return Ok(());
         }
-        let (rules, layer) = match tier {
-            Some(tier) => (&tier.rules, format!("in namespaces of tier {}", tier.name)),
-            None => (&self.platform, "on this platform".to_owned()),
+        let rules = tier.map_or(&self.platform, |t| &t.rules);
+        // What the rule forbids; the message is built only for a refusal.
+        let forbidden = |what: String| {
+            let layer = match tier {
+                Some(tier) => format!("in namespaces of tier {}", tier.name),
+                None => "on this platform".to_owned(),
+            };
+            Violation::forbidden(format!(
+                "{layer}, only the operator ({}) may {what}; {} may not",
+                self.operator.describe(),
+                requester.describe()
+            ))
         };
-        let who = self.operator.describe();
-        let requester = requester.describe();
         for rule in rules {
             match rule {
                 Rule::OnlyOperatorMovesPhase => {
-                    return Err(Violation::forbidden(format!(
-                        "{layer}, only the operator ({who}) may change status.phase; \
-                         {requester} may not"
-                    )));
+                    return Err(forbidden("change status.phase".to_owned()));
                 }
                 Rule::OnlyOperatorEnters(phases) => {
                     if let Some(new) = new.filter(|n| phases.iter().any(|p| p == n)) {
-                        return Err(Violation::forbidden(format!(
-                            "{layer}, only the operator ({who}) may move an object to {new}; \
-                             {requester} may not"
-                        )));
+                        return Err(forbidden(format!("move an object to {new}")));
                     }
                 }
             }

@@ -28,11 +28,6 @@ impl Validator {
         Ok(Self { machine, policy })
     }
 
-    /// The machine validated.
-    pub fn machine(&self) -> &'static MachineData {
-        self.machine
-    }
-
     /// The policy applied.
     pub fn policy(&self) -> &Policy {
         &self.policy
