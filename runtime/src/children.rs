@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::cache::{Cache, Cached, Watched};
 use crate::context::ContextError;
+use crate::fence;
 use crate::machine::StateMachine;
 use crate::scope::Scoped;
 use crate::step::Step;
@@ -93,7 +94,9 @@ impl<K: StateMachine> Step<K> {
     /// hold. When the cached child already holds every field `child` sets, no request is sent
     /// ([`Applied::Unchanged`]): a converged operator writes nothing. The written child goes
     /// into the cache at once, so the next step reads it even before its watch event arrives.
-    /// With [`crate::Operator::sharding`], the child also gets its owner's shard label.
+    /// With [`crate::Operator::sharding`], the child also gets its owner's shard label, and
+    /// the request is not sent once this replica no longer holds the owner's shard
+    /// ([`ContextError::Fenced`]; so for [`Step::delete`] and [`Step::publish`]).
     ///
     /// ```no_run
     /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::context::ContextError> {
@@ -136,6 +139,7 @@ impl<K: StateMachine> Step<K> {
         let api: Api<C> = C::api_in(self.client().clone(), namespace.as_deref());
         let params = PatchParams::apply(self.context.field_manager()).force();
         self.context.pace().write().await;
+        fenced()?;
         let written = api.patch(&name, &params, &Patch::Apply(&desired)).await?;
         if let Ok(cache) = self.context.cache::<C>() {
             cache.remember(written.clone());
@@ -157,6 +161,7 @@ impl<K: StateMachine> Step<K> {
         C: Watched,
     {
         self.context.pace().write().await;
+        fenced()?;
         match self
             .api::<C>()
             .delete(name, &DeleteParams::background())
@@ -190,11 +195,22 @@ impl<K: StateMachine> Step<K> {
             secondary: None,
         };
         self.context.pace().write().await;
+        fenced()?;
         self.context
             .recorder()
             .publish(&event, &self.object.reference)
             .await?;
         Ok(())
+    }
+}
+
+/// Refuses a write of a reconcile whose shard this replica no longer holds (see
+/// [`crate::fence`]).
+fn fenced() -> Result<(), ContextError> {
+    if fence::open() {
+        Ok(())
+    } else {
+        Err(ContextError::Fenced)
     }
 }
 

@@ -44,6 +44,11 @@ pub enum ContextError {
     /// The object has no UID yet (it was never stored), so nothing can name it as owner.
     #[error("the object has no uid, so it cannot own a child")]
     NoOwner,
+    /// Not sent: this replica no longer holds the object's shard (it was given up or its
+    /// renewal is late; see [`crate::Operator::sharding`]). The reconcile's outcome is
+    /// dropped and the shard's holder reconciles the object.
+    #[error("not sent: this replica no longer holds the object's shard")]
+    Fenced,
     /// An object could not be encoded as JSON.
     #[error("cannot encode the object: {0}")]
     Encode(#[from] serde_json::Error),

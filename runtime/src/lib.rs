@@ -43,6 +43,7 @@ pub mod crd;
 #[doc(hidden)]
 pub mod decide;
 pub mod drift;
+mod fence;
 mod finalizer;
 pub mod health;
 pub mod leader;

@@ -38,6 +38,9 @@ pub(crate) struct Entry<K: Resource, P> {
     /// same value again means another writer insists (a human, another controller, or a
     /// second replica during a split brain): it is adopted, not fought over in a loop.
     pub reverted: Option<String>,
+    /// With sharding: the holding of the object's shard this was remembered under (0
+    /// without sharding).
+    holding: u64,
 }
 
 impl<K: Resource, P> Entry<K, P> {
@@ -51,6 +54,7 @@ impl<K: Resource, P> Entry<K, P> {
             held: None,
             owed_hook: None,
             reverted: None,
+            holding: 0,
         }
     }
 }
@@ -88,6 +92,19 @@ impl<K: Resource<DynamicType = ()>, P> Memory<K, P> {
     pub fn read<R>(&self, object: &K, f: impl FnOnce(&Entry<K, P>) -> R) -> Option<R> {
         let uid = object.meta().uid.as_ref()?;
         self.lock().get(uid).map(f)
+    }
+
+    /// Starts a reconcile of `object` under holding number `holding` of its shard: what was
+    /// remembered under another holding is forgotten, since another replica may have moved
+    /// the object meanwhile (it would read as drift, and `drift: revert` would write an old
+    /// phase back over that replica's progress).
+    pub fn under(&self, object: &K, holding: u64) {
+        self.with(object, |entry| {
+            if entry.holding != holding {
+                *entry = Entry::new(entry.key.clone());
+                entry.holding = holding;
+            }
+        });
     }
 
     /// Forgets `object` (it is gone).
@@ -150,6 +167,28 @@ mod tests {
         assert_eq!(memory.read(&object("a", "uid-1"), |e| e.failures), Some(7));
         assert_eq!(memory.read(&object("a", "uid-2"), |e| e.failures), None);
         assert_eq!(memory.with(&object("a", "uid-2"), |e| e.failures), 0);
+    }
+
+    #[test]
+    fn a_new_holding_of_the_shard_starts_with_a_clean_slate() {
+        let memory = Memory::<ConfigMap, u8>::default();
+        let db = object("a", "uid-1");
+        memory.under(&db, 3);
+        memory.with(&db, |e| {
+            e.failures = 2;
+            e.accepted = Some((1, None));
+        });
+        memory.under(&db, 3);
+        assert_eq!(
+            memory.read(&db, |e| e.failures),
+            Some(2),
+            "same holding: kept"
+        );
+        memory.under(&db, 5);
+        assert_eq!(
+            memory.read(&db, |e| (e.failures, e.accepted)),
+            Some((0, None))
+        );
     }
 
     #[test]

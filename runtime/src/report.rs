@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
 use crate::decide::Transition;
+use crate::fence;
 use crate::machine::Phase;
 use crate::reconcile::{Engine, Events, ReconcileError, Reconciled};
 use crate::status::PhaseValue;
@@ -149,6 +150,10 @@ where
             secondary: None,
         };
         self.context.pace().write().await;
+        if !fence::open() {
+            tracing::debug!(object = %object.name_any(), reason, "not recorded: the object's shard is no longer held");
+            return;
+        }
         if let Err(err) = self
             .recorder()
             .publish(&event, &object.object_ref(&()))

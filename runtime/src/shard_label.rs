@@ -9,13 +9,14 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
+use kube::runtime::controller::Action;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 use crate::metrics::MachineMetrics;
-use crate::reconcile::{Engine, Reconciled};
+use crate::reconcile::{Engine, Reconciled, Requeue};
 use crate::scope::Scoped;
-use crate::shards::{InFlight, Shards};
+use crate::shards::{InFlight, Serving, Shards};
 
 /// Who writes the labels and where.
 #[derive(Clone)]
@@ -112,13 +113,15 @@ where
     K: Reconciled<H>,
     H: Send + Sync + 'static,
 {
-    /// Whether to reconcile `object` now: `Some(None)` without sharding, `Some(Some(_))` while
-    /// its shard is served (the reconcile is counted until the guard drops), `None` when it
-    /// is not this replica's, or its label names another shard than its own (a hand edit:
-    /// the label is put right, and the object moves to the watch of its shard's holder).
-    pub(crate) async fn shard_gate(&self, object: &K) -> Option<Option<InFlight>> {
+    /// Whether to reconcile `object` now: `Ok(None)` without sharding, `Ok(Some(_))` while
+    /// its shard is served (the reconcile is counted under the holding until the guard
+    /// drops), or what to do instead: look again soon while the shard's renewal is late, or
+    /// on the next change when the object is not this replica's or its label names another
+    /// shard than its own (a hand edit: the label is put right, and the object moves to the
+    /// watch of its shard's holder).
+    pub(crate) async fn shard_gate(&self, object: &K) -> Result<Option<InFlight>, Action> {
         let Some(labeller) = &self.labeller else {
-            return Some(None);
+            return Ok(None);
         };
         let meta = object.meta();
         let sharding = &labeller.shards.sharding;
@@ -126,8 +129,21 @@ where
             if let Err(err) = labeller.label::<K>(meta).await {
                 tracing::warn!(%err, "cannot put the shard label right");
             }
-            return None;
+            return Err(Action::await_change());
         }
-        labeller.shards.enter(meta).map(Some)
+        match labeller.shards.enter(meta) {
+            Serving::Yes(in_flight) => Ok(Some(in_flight)),
+            Serving::Later(after) => Err(Action::requeue(after)),
+            Serving::No => Err(Action::await_change()),
+        }
+    }
+
+    /// When to look again at `object`, whose reconcile stopped because its holding no longer
+    /// serves: soon while its shard's renewal is late (deferred, not dropped), else on its
+    /// next change (the shard's new holder lists it).
+    pub(crate) fn unserved(&self, object: &K) -> Requeue {
+        self.labeller
+            .as_ref()
+            .and_then(|labeller| labeller.shards.later(object.meta()))
     }
 }

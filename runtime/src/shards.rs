@@ -1,14 +1,21 @@
 //! The shards this replica holds: one Lease per shard, held with leader election's timing
 //! (see [`crate::leader`]), and a membership Lease per replica so that each takes its fair
-//! share. A replica serves a shard (starts reconciles and writes for its objects) only while
-//! its last successful renewal is younger than the renew deadline; another replica takes the
-//! shard only once its Lease is released or has not changed for its duration on that
-//! replica's clock. A shard given up in a rebalance stops serving first, waits for its
-//! reconciles in flight (at most half the margin between the deadline and the duration), and
-//! only then releases its Lease: at no time do two replicas reconcile one object.
+//! share. A replica serves a shard (starts reconciles for its objects) only while its last
+//! successful renewal is younger than the renew deadline, counted from the start of that
+//! renewal's request; another replica takes the shard only once its Lease is released or has
+//! not changed for its duration on that replica's clock.
+//!
+//! Each acquisition is a *holding* with a number of its own. A reconcile starts under one
+//! holding and every write it makes is fenced by it (see [`crate::fence`]). A shard given up in
+//! a rebalance stops starting reconciles, waits for those in flight (at most half the margin
+//! between the deadline and the duration), cancels the rest, waits for them to stop, and only
+//! then releases its Lease; a shard that missed its renew deadline cancels its reconciles at
+//! once. Its objects and children stay watched until the holding ends, so reconciles that
+//! finish read their children as before: at no time do two replicas reconcile one object.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -17,7 +24,9 @@ use kube::api::{DeleteParams, ListParams, ObjectMeta};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
+use crate::fence::Fence;
 use crate::lease::{LeaseError, LeaseLock, Observed};
 use crate::metrics::MachineMetrics;
 use crate::shard::{Sharding, fair_share, rebalance};
@@ -25,11 +34,17 @@ use crate::shard::{Sharding, fair_share, rebalance};
 /// A shard this replica holds.
 #[derive(Debug)]
 struct Holding {
-    /// When the last successful renewal started.
+    /// When the request of the last successful renewal started.
     renewed: Instant,
     /// Given up: no new reconcile starts; the Lease goes once those in flight are done.
     draining: bool,
     in_flight: usize,
+    /// This holding's number, unique over the replica's life: the guards and the memory of an
+    /// earlier holding of the same shard never count for this one.
+    number: u64,
+    /// Cancelled when the holding ends: reconciles still under way in it stop at their next
+    /// await.
+    ended: CancellationToken,
 }
 
 /// How an attempt to hold a shard's Lease ended.
@@ -42,11 +57,24 @@ enum Hold {
     Retry,
 }
 
+/// Whether an object's reconcile may start here now.
+#[derive(Debug)]
+pub(crate) enum Serving {
+    /// Its shard is served: the reconcile is counted under the holding until the guard drops.
+    Yes(InFlight),
+    /// Its shard is held but the renewal is late: look again after this long (a trigger is
+    /// deferred through a serving gap, never dropped).
+    Later(Duration),
+    /// Not this replica's: another holds the shard, or it is being given up.
+    No,
+}
+
 /// The shards of one replica, shared by the Lease loop, the watch and the engine.
 #[derive(Debug)]
 pub(crate) struct Shards {
     pub sharding: Sharding,
     held: Mutex<BTreeMap<u32, Holding>>,
+    numbers: AtomicU64,
     selector: watch::Sender<Option<String>>,
     drained: Notify,
     metrics: Arc<MachineMetrics>,
@@ -55,16 +83,31 @@ pub(crate) struct Shards {
 /// A reconcile under way on an object of a served shard; ends when dropped.
 #[derive(Debug)]
 pub(crate) struct InFlight {
-    shards: Arc<Shards>,
-    shard: u32,
+    fence: Fence,
+    ended: CancellationToken,
+}
+
+impl InFlight {
+    /// The holding this reconcile runs under.
+    pub fn fence(&self) -> &Fence {
+        &self.fence
+    }
+
+    /// Completes when the holding ends (given up past its grace, or lost).
+    pub fn ended(&self) -> WaitForCancellationFuture<'_> {
+        self.ended.cancelled()
+    }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if let Some(holding) = self.shards.lock().get_mut(&self.shard) {
+        let shards = &self.fence.shards;
+        if let Some(holding) = shards.lock().get_mut(&self.fence.shard)
+            && holding.number == self.fence.holding
+        {
             holding.in_flight = holding.in_flight.saturating_sub(1);
         }
-        self.shards.drained.notify_waiters();
+        shards.drained.notify_waiters();
     }
 }
 
@@ -73,6 +116,7 @@ impl Shards {
         Arc::new(Shards {
             sharding,
             held: Mutex::new(BTreeMap::new()),
+            numbers: AtomicU64::new(1),
             selector: watch::Sender::new(None),
             drained: Notify::new(),
             metrics,
@@ -83,18 +127,17 @@ impl Shards {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The label selector of the served shards' objects, changing with them (`None`: none).
+    /// The label selector of the held shards' objects, changing with them (`None`: none).
     pub fn selector(&self) -> watch::Receiver<Option<String>> {
         self.selector.subscribe()
     }
 
-    fn serving(&self, holding: &Holding) -> bool {
-        !holding.draining && holding.renewed.elapsed() < self.sharding.timing.renew_deadline
+    fn renewed_in_time(&self, holding: &Holding) -> bool {
+        holding.renewed.elapsed() < self.sharding.timing.renew_deadline
     }
 
-    /// Whether this replica may reconcile and write an object with `meta` now.
-    pub fn serves(&self, meta: &ObjectMeta) -> bool {
-        self.serves_shard(self.sharding.shard_of(meta))
+    fn serving(&self, holding: &Holding) -> bool {
+        !holding.draining && self.renewed_in_time(holding)
     }
 
     /// Whether this replica serves `shard` now.
@@ -102,16 +145,136 @@ impl Shards {
         self.lock().get(&shard).is_some_and(|h| self.serving(h))
     }
 
-    /// Starts a reconcile of an object with `meta` if its shard is served.
-    pub fn enter(self: &Arc<Self>, meta: &ObjectMeta) -> Option<InFlight> {
-        let shard = self.sharding.shard_of(meta);
-        let mut held = self.lock();
-        let holding = held.get_mut(&shard).filter(|h| self.serving(h))?;
-        holding.in_flight += 1;
-        Some(InFlight {
-            shards: self.clone(),
-            shard,
+    /// Whether holding number `holding` of `shard` still stands: not ended, renewed within the
+    /// renew deadline and, with `to_start`, not being given up (a reconcile under way in a
+    /// shard being given up may still finish its writes; a new one may not start).
+    pub(crate) fn stands(&self, shard: u32, holding: u64, to_start: bool) -> bool {
+        self.lock().get(&shard).is_some_and(|h| {
+            h.number == holding && self.renewed_in_time(h) && (!to_start || !h.draining)
         })
+    }
+
+    /// Starts a reconcile of an object with `meta` if its shard is served.
+    pub fn enter(self: &Arc<Self>, meta: &ObjectMeta) -> Serving {
+        self.enter_shard(self.sharding.shard_of(meta))
+    }
+
+    fn enter_shard(self: &Arc<Self>, shard: u32) -> Serving {
+        let mut held = self.lock();
+        let Some(holding) = held.get_mut(&shard) else {
+            return Serving::No;
+        };
+        if holding.draining {
+            return Serving::No;
+        }
+        if !self.renewed_in_time(holding) {
+            return Serving::Later(self.sharding.timing.retry_period);
+        }
+        holding.in_flight += 1;
+        Serving::Yes(InFlight {
+            fence: Fence {
+                shards: self.clone(),
+                shard,
+                holding: holding.number,
+            },
+            ended: holding.ended.clone(),
+        })
+    }
+
+    /// Whether a reconcile of an object with `meta` that may not go on now should be tried
+    /// again later (its shard's renewal is late) or left to its next change (not ours).
+    pub fn later(&self, meta: &ObjectMeta) -> Option<Duration> {
+        let shard = self.sharding.shard_of(meta);
+        self.lock()
+            .get(&shard)
+            .filter(|h| !h.draining && !self.renewed_in_time(h))
+            .map(|_| self.sharding.timing.retry_period)
+    }
+
+    /// Publishes the held shards, draining ones included (to the watch's selector: their
+    /// objects and children stay cached until the holding ends) and the served ones (to the
+    /// metrics).
+    fn publish(&self) {
+        let (held, served): (BTreeSet<u32>, usize) = {
+            let held = self.lock();
+            let served = held.values().filter(|h| self.serving(h)).count();
+            (held.keys().copied().collect(), served)
+        };
+        self.metrics.shards_held(served);
+        let selector = self.sharding.selector(&held);
+        self.selector.send_if_modified(|current| {
+            let changed = *current != selector;
+            *current = selector;
+            changed
+        });
+    }
+
+    /// Ends the holding of `shard`: cancels what still runs under it and forgets it.
+    fn end(&self, shard: u32) {
+        if let Some(holding) = self.lock().remove(&shard) {
+            holding.ended.cancel();
+        }
+    }
+
+    /// Waits at most `patience` until no reconcile runs under the holding of `shard`.
+    async fn drained(&self, shard: u32, patience: Duration) -> bool {
+        let drained = async {
+            loop {
+                let notified = self.drained.notified();
+                if self.lock().get(&shard).is_none_or(|h| h.in_flight == 0) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(patience, drained).await.is_ok()
+    }
+
+    /// Stops serving `shard`, waits for its reconciles in flight (at most `grace`), cancels
+    /// those still under way and waits for them to stop (at most `grace` again), then releases
+    /// its Lease and forgets it. Reconciles that do not stop (a handler blocking its thread)
+    /// keep the Lease: it is not released but left to expire.
+    async fn give_up(&self, api: &Api<Lease>, shard: u32, grace: Duration) {
+        let Some(holding) = self.lock().get_mut(&shard).map(|h| {
+            h.draining = true;
+            h.number
+        }) else {
+            return;
+        };
+        self.metrics.shards_held(self.served().len());
+        if !self.drained(shard, grace).await {
+            let cancelled = self.lock().get(&shard).map(|h| {
+                h.ended.cancel();
+                h.in_flight
+            });
+            tracing::warn!(
+                shard,
+                ?grace,
+                reconciles = cancelled,
+                "reconciles still in flight after the grace period; cancelled them"
+            );
+            if !self.drained(shard, grace).await {
+                tracing::error!(
+                    shard,
+                    "cancelled reconciles have not stopped; the shard's Lease is left to expire"
+                );
+                self.end(shard);
+                self.publish();
+                return;
+            }
+        }
+        // Nothing runs under the holding any more: another replica may take the shard.
+        let lock = self.sharding.timing.lock(api, self.sharding.lease(shard));
+        match tokio::time::timeout(self.request_timeout(), lock.release()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::warn!(shard, %err, "could not release the shard's Lease; it expires");
+            }
+            Err(_) => tracing::warn!(shard, "releasing the shard's Lease timed out; it expires"),
+        }
+        self.end(shard);
+        self.publish();
+        tracing::info!(shard, holding, "released the shard");
     }
 
     /// The served shards.
@@ -123,47 +286,10 @@ impl Shards {
             .collect()
     }
 
-    /// Publishes the served shards (to the watch's selector and the metrics).
-    fn publish(&self) {
-        let served = self.served();
-        self.metrics.shards_held(served.len());
-        let selector = self.sharding.selector(&served);
-        self.selector.send_if_modified(|current| {
-            let changed = *current != selector;
-            *current = selector;
-            changed
-        });
-    }
-
-    /// Stops serving `shard`, waits for its reconciles in flight (at most `grace`), releases
-    /// its Lease and forgets it.
-    async fn give_up(&self, api: &Api<Lease>, shard: u32, grace: Duration) {
-        if let Some(holding) = self.lock().get_mut(&shard) {
-            holding.draining = true;
-        }
-        self.publish();
-        let drained = async {
-            loop {
-                let notified = self.drained.notified();
-                if self.lock().get(&shard).is_none_or(|h| h.in_flight == 0) {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        if tokio::time::timeout(grace, drained).await.is_err() {
-            tracing::warn!(
-                shard,
-                ?grace,
-                "reconciles still in flight; releasing the shard"
-            );
-        }
-        let lock = self.sharding.timing.lock(api, self.sharding.lease(shard));
-        if let Err(err) = lock.release().await {
-            tracing::warn!(shard, %err, "could not release the shard's Lease; it expires");
-        }
-        self.lock().remove(&shard);
-        tracing::info!(shard, "released the shard");
+    /// How long one request of the Lease loop may take: half the renew deadline, so a hung
+    /// request never keeps the other shards' renewals past theirs.
+    fn request_timeout(&self) -> Duration {
+        self.sharding.timing.renew_deadline / 2
     }
 
     /// Holds this replica's fair share of the shards until `stop`, then gives them all up.
@@ -193,12 +319,20 @@ impl Shards {
             }
         }
         let held: Vec<u32> = self.lock().keys().copied().collect();
-        for shard in held {
-            self.give_up(&api, shard, grace).await;
-        }
+        self.give_up_all(&api, held, grace).await;
         if let Err(err) = api.delete(&member.name, &DeleteParams::default()).await {
             tracing::debug!(%err, "could not delete the membership Lease");
         }
+    }
+
+    /// Gives up `shards` at once: their grace periods run side by side.
+    async fn give_up_all(&self, api: &Api<Lease>, shards: Vec<u32>, grace: Duration) {
+        futures::future::join_all(
+            shards
+                .into_iter()
+                .map(|shard| self.give_up(api, shard, grace)),
+        )
+        .await;
     }
 
     /// One round: renew membership and held shards, take a fair share, give up the excess.
@@ -210,11 +344,17 @@ impl Shards {
         grace: Duration,
     ) {
         let sharding = &self.sharding;
-        let started = Instant::now();
-        let leases = match api.list(&ListParams::default()).await {
-            Ok(list) => list.items,
-            Err(err) => {
+        let timeout = self.request_timeout();
+        let listed = tokio::time::timeout(timeout, api.list(&ListParams::default())).await;
+        let leases = match listed {
+            Ok(Ok(list)) => list.items,
+            Ok(Err(err)) => {
                 tracing::warn!(%err, "cannot read the shards' Leases");
+                self.expire();
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(?timeout, "reading the shards' Leases timed out");
                 self.expire();
                 return;
             }
@@ -223,8 +363,10 @@ impl Shards {
             leases.into_iter().map(|l| (l.name_any(), l)).collect();
         let ours = by_name.get(&member.name).cloned();
         let mut own = observed.remove(&member.name).unwrap_or_default();
-        if let Err(err) = member.acquire_or_renew(ours, &mut own).await {
-            tracing::warn!(%err, "cannot renew the membership Lease");
+        match tokio::time::timeout(timeout, member.acquire_or_renew(ours, &mut own)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => tracing::warn!(%err, "cannot renew the membership Lease"),
+            Err(_) => tracing::warn!(?timeout, "renewing the membership Lease timed out"),
         }
         observed.insert(member.name.clone(), own);
         let prefix = sharding.member_prefix();
@@ -241,22 +383,31 @@ impl Shards {
         // Replicas that left without a word (killed): their membership expired; tidy up.
         for name in gone {
             observed.remove(&name);
-            if let Err(err) = api.delete(&name, &DeleteParams::default()).await {
+            let params = DeleteParams::default();
+            let deleted = tokio::time::timeout(timeout, api.delete(&name, &params)).await;
+            if let Ok(Err(err)) = deleted {
                 tracing::debug!(%err, lease = name, "could not delete an expired membership");
             }
         }
         let share = fair_share(sharding.shards, members);
 
-        let held: Vec<u32> = self.lock().keys().copied().collect();
-        for shard in held {
-            match self.hold(api, shard, &by_name, observed).await {
-                Ok(Hold::Ours) => self.renewed(shard, started),
-                Ok(Hold::Theirs) => {
+        let held: Vec<(u32, Instant)> = self.lock().iter().map(|(s, h)| (*s, h.renewed)).collect();
+        for (shard, renewed) in held {
+            // Each renewal may take what is left of its own deadline, as client-go's.
+            let left = sharding
+                .timing
+                .renew_deadline
+                .saturating_sub(renewed.elapsed());
+            let started = Instant::now();
+            match tokio::time::timeout(left, self.hold(api, shard, &by_name, observed)).await {
+                Ok(Ok(Hold::Ours)) => self.renewed(shard, started),
+                Ok(Ok(Hold::Theirs)) => {
                     tracing::warn!(shard, "another replica holds the shard");
-                    self.lock().remove(&shard);
+                    self.end(shard);
                 }
-                Ok(Hold::Retry) => {}
-                Err(err) => tracing::warn!(shard, %err, "cannot renew the shard's Lease"),
+                Ok(Ok(Hold::Retry)) => {}
+                Ok(Err(err)) => tracing::warn!(shard, %err, "cannot renew the shard's Lease"),
+                Err(_) => tracing::warn!(shard, "renewing the shard's Lease timed out"),
             }
         }
         self.expire();
@@ -276,24 +427,28 @@ impl Shards {
             .collect();
         let (acquire, release) = rebalance(&held, &free, share);
         for shard in acquire {
-            match self.hold(api, shard, &by_name, observed).await {
-                Ok(Hold::Ours) => {
-                    tracing::info!(shard, "acquired the shard");
+            let started = Instant::now();
+            match tokio::time::timeout(timeout, self.hold(api, shard, &by_name, observed)).await {
+                Ok(Ok(Hold::Ours)) => {
+                    let number = self.numbers.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(shard, holding = number, "acquired the shard");
                     let holding = Holding {
                         renewed: started,
                         draining: false,
                         in_flight: 0,
+                        number,
+                        ended: CancellationToken::new(),
                     };
                     self.lock().insert(shard, holding);
                 }
-                Ok(_) => {}
-                Err(err) => tracing::warn!(shard, %err, "cannot acquire the shard's Lease"),
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => tracing::warn!(shard, %err, "cannot acquire the shard's Lease"),
+                Err(_) => tracing::warn!(shard, "acquiring the shard's Lease timed out"),
             }
         }
         self.publish();
-        for shard in release {
-            self.give_up(api, shard, grace).await;
-        }
+        self.give_up_all(api, release.into_iter().collect(), grace)
+            .await;
     }
 
     /// Acquires or renews the Lease of `shard` over its copy in `leases` (as just listed).
@@ -322,20 +477,25 @@ impl Shards {
         }
     }
 
-    /// Forgets the shards not renewed within the renew deadline (they stopped serving then).
+    /// Ends the holdings not renewed within the renew deadline (they stopped serving then):
+    /// what still runs under them is cancelled at once, since another replica may take the
+    /// shard once the Lease's duration has passed.
     fn expire(&self) {
         let deadline = self.sharding.timing.renew_deadline;
-        self.lock().retain(|shard, holding| {
-            let alive = holding.renewed.elapsed() < deadline;
-            if !alive {
-                tracing::warn!(
-                    shard,
-                    ?deadline,
-                    "could not renew the shard within the renew deadline; stopped serving it"
-                );
-            }
-            alive
-        });
+        let late: Vec<u32> = self
+            .lock()
+            .iter()
+            .filter(|(_, h)| !self.renewed_in_time(h))
+            .map(|(s, _)| *s)
+            .collect();
+        for shard in late {
+            tracing::warn!(
+                shard,
+                ?deadline,
+                "could not renew the shard within the renew deadline; stopped serving it"
+            );
+            self.end(shard);
+        }
         self.publish();
     }
 }

@@ -6,6 +6,7 @@ use kube::api::Patch;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
+use crate::fence;
 use crate::reconcile::{Engine, ReconcileError, Reconciled};
 
 /// How a locked write ended.
@@ -16,7 +17,8 @@ pub(crate) enum Write<K> {
     Conflict,
     /// 404: the object is gone.
     Gone,
-    /// Not written: its shard is no longer served by this replica (see [`crate::shards`]).
+    /// Not written: the holding of its shard this reconcile started under ended or is late
+    /// (see [`crate::fence`]).
     Fenced,
 }
 
@@ -63,17 +65,15 @@ where
         patch: &Value,
         target: Target,
     ) -> Result<Write<K>, ReconcileError> {
-        if let Some(labeller) = &self.labeller
-            && !labeller.shards.serves(object.meta())
-        {
-            return Ok(Write::Fenced);
-        }
         let based_on = object.resource_version();
         let mut patch = patch.clone();
         patch["metadata"]["resourceVersion"] = based_on.clone().into();
         let name = object.name_any();
         let params = self.patch_params();
         self.context.pace().write().await;
+        if !fence::open() {
+            return Ok(Write::Fenced);
+        }
         let result = match target {
             Target::Status => {
                 api.patch_status(&name, &params, &Patch::Merge(&patch))

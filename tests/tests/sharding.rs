@@ -35,12 +35,13 @@ struct Ledger {
     child_unseen: Vec<String>,
 }
 
-/// The plain Database handlers of one replica, each step taking 30 ms (so that overlapping
+/// The plain Database handlers of one replica, each step taking `delay` (so that overlapping
 /// reconciles would be seen) and noted in the ledger.
 #[derive(Clone)]
 struct Noted {
     replica: &'static str,
     ledger: Arc<Mutex<Ledger>>,
+    delay: Duration,
 }
 
 impl Noted {
@@ -72,7 +73,7 @@ impl Noted {
             ledger: self.ledger.clone(),
             uid,
         };
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        tokio::time::sleep(self.delay).await;
         step.await
     }
 }
@@ -172,12 +173,24 @@ impl DatabaseHandler for Noted {
     }
 }
 
-/// One replica: an operator with `sharding` as `replica`, its metrics and its run.
+/// One replica: an operator with `sharding` as `replica`, its metrics and its run; each step
+/// takes 30 ms.
 fn replica(
     client: &kube::Client,
     ns: &str,
     replica: &'static str,
     ledger: &Arc<Mutex<Ledger>>,
+) -> (Running, Recorded) {
+    slow_replica(client, ns, replica, ledger, Duration::from_millis(30))
+}
+
+/// One replica whose steps take `delay` each.
+fn slow_replica(
+    client: &kube::Client,
+    ns: &str,
+    replica: &'static str,
+    ledger: &Arc<Mutex<Ledger>>,
+    delay: Duration,
 ) -> (Running, Recorded) {
     let recorded = Recorded::default();
     let sharding = Sharding::new("fsm-shards", ns, SHARDS)
@@ -186,6 +199,7 @@ fn replica(
     let handler = Noted {
         replica,
         ledger: ledger.clone(),
+        delay,
     };
     // Lists in pages of 2: a new shard's objects arrive over many requests, as thousands do;
     // the children in pages of 1, so that their list ends after the objects' one.
@@ -411,5 +425,53 @@ async fn a_killed_replicas_shards_are_taken_over_within_the_lease_duration() {
             .count()
     };
     assert_eq!(after_by_a, 0, "the killed replica reconciled nothing more");
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn a_shard_given_up_mid_handler_is_not_handled_by_two_replicas() {
+    let Some((client, ns)) =
+        cluster::prepare("a_shard_given_up_mid_handler", "fsm-shards-slow").await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    // Steps of 3 s, far longer than the grace a shard given up leaves its reconciles (half of
+    // the Lease duration's 4 s minus the renew deadline's 2.7 s: 0.7 s).
+    let slow = Duration::from_secs(3);
+    let (a, a_metrics) = slow_replica(&client, &ns, "replica-a", &ledger, slow);
+    eventually(Duration::from_secs(20), || async {
+        (held(&a_metrics) == f64::from(SHARDS)).then_some(())
+    })
+    .await
+    .expect("a lone replica holds every shard");
+    create(&api, "slow", 24).await;
+    // A's steps are under way on every object when B joins and A gives half the shards up.
+    eventually(Duration::from_secs(20), || async {
+        let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        (ledger.active.len() >= 20).then_some(())
+    })
+    .await
+    .expect("A's steps under way");
+    let (b, b_metrics) = slow_replica(&client, &ns, "replica-b", &ledger, slow);
+    eventually(Duration::from_secs(30), || async {
+        (held(&a_metrics) == 3.0 && held(&b_metrics) == 3.0).then_some(())
+    })
+    .await
+    .expect("the shards split 3 + 3");
+    let objects = all_running(&api, 24).await;
+    assert_labelled(&client, &objects).await;
+    {
+        let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        // A step of A still running when B started one on the same object: A released the
+        // shard with its reconcile in flight.
+        assert!(ledger.overlaps.is_empty(), "{:?}", ledger.overlaps);
+        assert!(ledger.child_unseen.is_empty(), "{:?}", ledger.child_unseen);
+        let by_both = ledger.by.values().filter(|r| r.len() == 2).count();
+        eprintln!("{by_both} of 24 objects were handed over mid-way");
+        assert!(by_both > 0, "some objects moved from A to B mid-way");
+    }
+    a.stop().await;
     b.stop().await;
 }

@@ -23,6 +23,7 @@ mod error;
 use crate::Dispatch;
 use crate::context::Context;
 use crate::decide::IllegalTransition;
+use crate::fence;
 use crate::finalizer::Gate;
 use crate::health::Health;
 use crate::machine::Phase;
@@ -152,18 +153,47 @@ where
     /// Reconciles one object (the function given to kube's `Controller::run`), in a span
     /// `reconcile` with `object`, and, when the phase moves, `state.from`, `state.to` and
     /// `reason`.
+    ///
+    /// With sharding, the reconcile runs under the holding of the object's shard it started
+    /// in (see [`crate::fence`]): it is cancelled when that holding ends, and its outcome is
+    /// dropped once the holding no longer stands (the shard's next holder reconciles the
+    /// object).
     pub async fn reconcile(object: Arc<K>, engine: Arc<Self>) -> Result<Action, ReconcileError> {
+        let in_flight = match engine.shard_gate(&object).await {
+            Ok(None) => return engine.reconcile_here(&object).await,
+            Ok(Some(in_flight)) => in_flight,
+            Err(action) => return Ok(action),
+        };
+        let fence = in_flight.fence().clone();
+        // What an earlier holding of the shard remembered is forgotten: another replica may
+        // have moved the object since.
+        engine.memory.under(&object, fence.holding);
+        let result = tokio::select! {
+            biased;
+            () = in_flight.ended() => {
+                tracing::info!(object = %object.name_any(), "reconcile cancelled: the object's shard is no longer held");
+                return Ok(Action::await_change());
+            }
+            result = fence::under(Some(fence.clone()), engine.reconcile_here(&object)) => result,
+        };
+        match result {
+            Err(err) if !fence.holds() => {
+                tracing::debug!(object = %object.name_any(), %err, "reconcile ended after the object's shard was given up");
+                Ok(Action::await_change())
+            }
+            result => result,
+        }
+    }
+
+    /// The reconcile of an object this replica may reconcile now.
+    async fn reconcile_here(&self, object: &Arc<K>) -> Result<Action, ReconcileError> {
         let cached = object.resource_version();
-        if engine
+        if self
             .memory
-            .with(&object, |e| e.versions.is_stale(cached.as_deref()))
+            .with(object, |e| e.versions.is_stale(cached.as_deref()))
         {
             return Ok(Action::await_change());
         }
-        let _in_flight = match engine.shard_gate(&object).await {
-            Some(in_flight) => in_flight,
-            None => return Ok(Action::await_change()),
-        };
         let key = ObjectRef::from_obj(object.as_ref());
         let span = tracing::info_span!(
             "reconcile",
@@ -172,11 +202,14 @@ where
             state.to = tracing::field::Empty,
             reason = tracing::field::Empty,
         );
-        let slot = engine.context.pace().reconcile().await;
-        let _worker = engine.metrics.worker();
+        let slot = self.context.pace().reconcile().await;
+        if let Some(requeue) = self.unless_served(object) {
+            return Ok(requeue.map_or_else(Action::await_change, Action::requeue));
+        }
+        let _worker = self.metrics.worker();
         let started = Instant::now();
         let phase = object.machine_status().and_then(|s| s.phase.clone());
-        let result = engine
+        let result = self
             .reconcile_inner(object.as_ref().clone())
             .instrument(span)
             .await;
@@ -185,33 +218,37 @@ where
             Ok(Some(_)) => ReconcileResult::RequeueAfter,
             Err(_) => ReconcileResult::Error,
         };
-        engine
-            .metrics
+        self.metrics
             .reconciled(outcome, started.elapsed(), phase.as_ref());
-        engine
-            .context
+        self.context
             .pace()
             .ended(result.as_ref().err().and_then(ReconcileError::overload));
-        drop(slot);
+        // The failure's Event is written inside the slot, paced like every other write.
         match &result {
             Ok(_) => {
-                engine.memory.with(&object, |e| e.failures = 0);
+                self.memory.with(object, |e| e.failures = 0);
             }
             Err(err) => {
                 let note = err.to_string().chars().take(1024).collect();
-                engine
-                    .event(
-                        &object,
-                        EventType::Warning,
-                        "ReconcileFailed",
-                        "Reconcile".into(),
-                        note,
-                    )
-                    .await;
+                self.event(
+                    object,
+                    EventType::Warning,
+                    "ReconcileFailed",
+                    "Reconcile".into(),
+                    note,
+                )
+                .await;
             }
         }
-        engine.prune();
+        drop(slot);
+        self.prune();
         result.map(|requeue| requeue.map_or_else(Action::await_change, Action::requeue))
+    }
+
+    /// After a wait: `Some` (when to look again) if the reconcile may not go on, because the
+    /// holding of the object's shard it runs under no longer serves.
+    fn unless_served(&self, object: &K) -> Option<Requeue> {
+        (!fence::serving()).then(|| self.unserved(object))
     }
 
     /// Forgets objects that left the cache, or came back under a new UID, once the memory has
@@ -291,6 +328,9 @@ where
         let api = self.api_for(&object);
         let mut conflicts = 0;
         loop {
+            if let Some(requeue) = self.unless_served(&object) {
+                return Ok(requeue);
+            }
             match self.attempt(&api, object.clone()).await? {
                 Attempt::Done(requeue) => return Ok(requeue),
                 Attempt::Conflict => self.metrics.conflict(),
