@@ -12,7 +12,7 @@ use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use kube_fsm::conditions::ConditionError;
-use kube_fsm::{Cleanup, ContextError, Sharding, Step};
+use kube_fsm::{Cleanup, ContextError, Next, Sharding, Step};
 use kube_fsm_tests::cluster::{self, eventually, phase_of};
 use kube_fsm_tests::handlers::Databases;
 use kube_fsm_tests::metrics::Recorded;
@@ -474,4 +474,162 @@ async fn a_shard_given_up_mid_handler_is_not_handled_by_two_replicas() {
     }
     a.stop().await;
     b.stop().await;
+}
+
+/// Relay handlers: replica A takes objects from First to Second only, replica B from Second to
+/// the end; each stays otherwise, looking again soon.
+#[derive(Clone)]
+struct Relays {
+    takes_to_the_end: bool,
+}
+
+impl RelayHandler for Relays {
+    type Error = std::convert::Infallible;
+
+    async fn on_first(
+        &self,
+        _: &Relay,
+        _: &mut Step<Relay>,
+    ) -> Result<RelayFirstNext, Self::Error> {
+        Ok(RelayFirstEvent::Go.into())
+    }
+
+    async fn on_second(
+        &self,
+        _: &Relay,
+        step: &mut Step<Relay>,
+    ) -> Result<RelaySecondNext, Self::Error> {
+        if self.takes_to_the_end {
+            return Ok(RelaySecondEvent::Go.into());
+        }
+        step.requeue_after(Duration::from_millis(300));
+        Ok(Next::Stay)
+    }
+
+    async fn on_third(
+        &self,
+        _: &Relay,
+        _: &mut Step<Relay>,
+    ) -> Result<RelayThirdNext, Self::Error> {
+        Ok(RelayThirdEvent::Go.into())
+    }
+}
+
+/// Every phase each Relay was seen in, in order, by name.
+type History = Arc<Mutex<HashMap<String, Vec<String>>>>;
+
+/// Every phase each Relay of `api` was seen in, by a watch of its own.
+fn phase_history(api: &Api<Relay>) -> (History, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    let seen = Arc::new(Mutex::new(HashMap::<String, Vec<String>>::new()));
+    let events = watcher(api.clone(), watcher::Config::default()).applied_objects();
+    let record = seen.clone();
+    let task = tokio::spawn(async move {
+        tokio::pin!(events);
+        while let Some(relay) = events.next().await {
+            let Ok(relay) = relay else { continue };
+            let Some(phase) = phase_of(&relay) else {
+                continue;
+            };
+            let mut seen = record.lock().unwrap_or_else(PoisonError::into_inner);
+            let history = seen.entry(relay.name_any()).or_default();
+            if history.last() != Some(&phase) {
+                history.push(phase);
+            }
+        }
+    });
+    (seen, task)
+}
+
+#[tokio::test]
+async fn a_shard_handed_over_and_back_writes_no_backward_move_under_drift_revert() {
+    let Some((client, ns)) =
+        cluster::prepare("a_shard_handed_over_and_back", "fsm-shards-back").await
+    else {
+        return;
+    };
+    // Relay's CRD has no CEL rules: a backward write would land.
+    let api: Api<Relay> = Api::namespaced(client.clone(), &ns);
+    let (history, watching) = phase_history(&api);
+    let spawn = |identity: &'static str, takes_to_the_end: bool| {
+        let recorded = Recorded::default();
+        let sharding = Sharding::new("fsm-relays", &ns, 2)
+            .identity(identity)
+            .duration(Duration::from_secs(4));
+        let operator =
+            operator::in_namespace::<Relay, _>(&client, &ns, Relays { takes_to_the_end })
+                .sharding(sharding)
+                .metrics(recorded.metrics());
+        (Running::spawn(operator), recorded)
+    };
+    let relay_held =
+        |recorded: &Recorded| recorded.sum("kube_fsm_shards_held", &[("machine", "Relay")]);
+    let (a, a_metrics) = spawn("replica-a", false);
+    eventually(Duration::from_secs(20), || async {
+        (relay_held(&a_metrics) == 2.0).then_some(())
+    })
+    .await
+    .expect("A holds both shards");
+    for i in 0..12 {
+        let mut relay = Relay::new(&format!("relay-{i}"), RelaySpec {});
+        relay.metadata.namespace = Some(ns.clone());
+        api.create(&PostParams::default(), &relay)
+            .await
+            .expect("create");
+    }
+    let phases = || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        Some(list.items.iter().filter_map(phase_of).collect::<Vec<_>>())
+    };
+    eventually(Duration::from_secs(30), || async {
+        let phases = phases().await?;
+        (phases.len() == 12 && phases.iter().all(|p| p == "Second")).then_some(())
+    })
+    .await
+    .expect("A took every Relay to Second (and remembers that)");
+    // B joins and takes one shard: its Relays go on to Fourth.
+    let (b, b_metrics) = spawn("replica-b", true);
+    eventually(Duration::from_secs(30), || async {
+        let phases = phases().await?;
+        let split = relay_held(&a_metrics) == 1.0 && relay_held(&b_metrics) == 1.0;
+        let moved = phases.iter().any(|p| p == "Fourth")
+            && phases.iter().all(|p| p == "Second" || p == "Fourth");
+        (split && moved).then_some(())
+    })
+    .await
+    .expect("B took its shard's Relays to Fourth");
+    // B leaves: A takes the shard back. What A remembered of those Relays (Second) is from
+    // its earlier holding; Fourth does not follow Second, so reverting would move them back.
+    b.stop().await;
+    eventually(Duration::from_secs(20), || async {
+        (relay_held(&a_metrics) == 2.0).then_some(())
+    })
+    .await
+    .expect("A holds both shards again");
+    // A reconciles every Relay of the shard it took back (its watch lists them) meanwhile.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    watching.abort();
+    let history = history
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let backward: Vec<_> = history
+        .iter()
+        .filter(|(_, phases)| {
+            phases
+                .windows(2)
+                .any(|w| w[0] == "Fourth" || (w[0] == "Third" && w[1] != "Fourth"))
+        })
+        .collect();
+    assert!(backward.is_empty(), "moved backward: {backward:?}");
+    let reverted = a_metrics.sum(
+        "kube_fsm_drift_total",
+        &[("machine", "Relay"), ("action", "reverted")],
+    );
+    assert_eq!(
+        reverted, 0.0,
+        "A reported drift after taking the shard back"
+    );
+    a.stop().await;
 }
