@@ -210,7 +210,7 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
     /// Puts an object this operator just wrote into the cache, before its watch event comes,
     /// so the next step reads its own write.
     pub(crate) fn remember(&self, mut object: R) {
-        crate::watch::slim(object.meta_mut());
+        crate::watch::slim_keeping_applies(object.meta_mut());
         self.apply(&watcher::Event::Apply(object));
     }
 

@@ -91,8 +91,10 @@ impl<K: StateMachine> Step<K> {
 
     /// Server-side applies `child` with this object as its controller owner (its namespace
     /// too, when unset) and the operator's field manager, taking over fields other managers
-    /// hold. When the cached child already holds every field `child` sets, no request is sent
-    /// ([`Applied::Unchanged`]): a converged operator writes nothing. The written child goes
+    /// hold. When the cached child already holds every field `child` sets and the operator's
+    /// last apply set no field that `child` leaves out, no request is sent
+    /// ([`Applied::Unchanged`]): a converged operator writes nothing, and a field a handler
+    /// stops setting is removed, as server-side apply removes it. The written child goes
     /// into the cache at once, so the next step reads it even before its watch event arrives.
     /// With [`crate::Operator::sharding`], the child also gets its owner's shard label, and
     /// the request is not sent once this replica no longer holds the owner's shard
@@ -132,7 +134,11 @@ impl<K: StateMachine> Step<K> {
             .cache::<C>()
             .ok()
             .and_then(|cache| cache.get(&name, namespace.as_deref()))
-            && holds(&serde_json::to_value(cached.as_ref())?, &desired)
+            && unchanged(
+                &serde_json::to_value(cached.as_ref())?,
+                &desired,
+                self.context.field_manager(),
+            )
         {
             return Ok(Applied::Unchanged(cached));
         }
@@ -234,6 +240,36 @@ fn applied_fields<C: Serialize>(child: &C) -> Result<Value, serde_json::Error> {
     Ok(value)
 }
 
+/// Whether applying `desired` as `manager` over `cached` (as JSON, its managedFields entries
+/// of applies kept) would change nothing: `cached` holds every field of `desired` with the
+/// same value, and `manager`'s last apply owns no field that `desired` leaves out (the server
+/// would remove it).
+fn unchanged(cached: &Value, desired: &Value, manager: &str) -> bool {
+    let own = cached["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|entry| entry["manager"] == manager && entry["operation"] == "Apply");
+    holds(cached, desired) && own.is_none_or(|entry| covers(&entry["fieldsV1"], desired))
+}
+
+/// Whether `desired` sets every field that `owned` (a managedFields entry's `fieldsV1`) names,
+/// down to lists: list items are compared by [`holds`].
+fn covers(owned: &Value, desired: &Value) -> bool {
+    let (Some(owned), Some(desired)) = (owned.as_object(), desired.as_object()) else {
+        return true;
+    };
+    owned
+        .iter()
+        .all(|(key, owned)| match key.strip_prefix("f:") {
+            Some(name) => desired
+                .get(name)
+                .is_some_and(|desired| !desired.is_null() && covers(owned, desired)),
+            // "." (the field itself), or a list item ("k:", "v:", "i:").
+            None => true,
+        })
+}
+
 /// Whether `actual` holds every field of `desired` with the same value: objects may have more
 /// keys; lists must match element by element (each element held in the same way).
 pub fn holds(actual: &Value, desired: &Value) -> bool {
@@ -255,7 +291,7 @@ pub fn holds(actual: &Value, desired: &Value) -> bool {
 mod tests {
     use serde_json::json;
 
-    use super::holds;
+    use super::{covers, holds, unchanged};
 
     #[test]
     fn held_fields_ignore_extra_keys_but_not_extra_list_items() {
@@ -271,5 +307,38 @@ mod tests {
         assert!(!holds(&actual, &json!({"data": {"other": "v"}})));
         assert!(!holds(&actual, &json!({"items": []})));
         assert!(!holds(&actual, &json!({"data": null})));
+    }
+
+    #[test]
+    fn an_apply_leaving_out_an_owned_field_is_a_change() {
+        let owned = json!({
+            "f:data": {".": {}, "f:a": {}, "f:b": {}},
+            "f:metadata": {"f:ownerReferences": {".": {}, "k:{\"uid\":\"u\"}": {}}},
+        });
+        let cached = json!({
+            "metadata": {
+                "name": "c",
+                "ownerReferences": [{"uid": "u"}],
+                "managedFields": [
+                    {"manager": "other", "operation": "Update", "fieldsV1": {"f:data": {"f:z": {}}}},
+                    {"manager": "op", "operation": "Apply", "fieldsV1": owned},
+                ],
+            },
+            "data": {"a": "1", "b": "2", "z": "3"},
+        });
+        let both =
+            json!({"metadata": {"ownerReferences": [{"uid": "u"}]}, "data": {"a": "1", "b": "2"}});
+        let only_a = json!({"metadata": {"ownerReferences": [{"uid": "u"}]}, "data": {"a": "1"}});
+        assert!(unchanged(&cached, &both, "op"), "z is someone else's");
+        assert!(!unchanged(&cached, &only_a, "op"), "b would be removed");
+        assert!(
+            unchanged(&cached, &only_a, "another-operator"),
+            "it owns nothing here"
+        );
+        assert!(!covers(&owned, &json!({"data": {"a": "1", "b": null}})));
+        assert!(covers(
+            &owned,
+            &json!({"data": {"a": "1", "b": "2"}, "metadata": {"ownerReferences": []}})
+        ));
     }
 }

@@ -4,7 +4,8 @@
 //! object of the watch. Its events tell [`Health`] that the API server answers; its errors go
 //! to the controller, which backs off and reports them (see [`crate::health`]). Every watched
 //! object, the controller's own kind and the kinds handlers read, is cached without
-//! `managedFields` and kubectl's last-applied annotation (see [`slim`]).
+//! kubectl's last-applied annotation and without `managedFields`, except, for the kinds
+//! handlers read, the entries of server-side applies (see [`slim`], [`slim_keeping_applies`]).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -280,8 +281,22 @@ pub(crate) fn slim(meta: &mut ObjectMeta) {
     }
 }
 
+/// As [`slim`], but keeps the managedFields entries of server-side applies: the fields a
+/// manager applied are those its next apply removes when it leaves them out, so
+/// `Step::apply` reads its own entry to know whether an apply would change nothing.
+pub(crate) fn slim_keeping_applies(meta: &mut ObjectMeta) {
+    let applies: Option<Vec<_>> = meta.managed_fields.take().map(|entries| {
+        entries
+            .into_iter()
+            .filter(|entry| entry.operation.as_deref() == Some("Apply"))
+            .collect()
+    });
+    slim(meta);
+    meta.managed_fields = applies.filter(|entries| !entries.is_empty());
+}
+
 /// The objects of `events` (a watch) as a trigger stream for kube's `Controller` (applied and
-/// deleted ones), kept in `cache` for handlers, slimmed (see [`slim`]).
+/// deleted ones), kept in `cache` for handlers, slimmed (see [`slim_keeping_applies`]).
 pub(crate) fn cached<R>(
     events: impl Stream<Item = Result<watcher::Event<R>, watcher::Error>> + Send + 'static,
     cache: Arc<Cache<R>>,
@@ -290,7 +305,7 @@ where
     R: Watched,
 {
     events
-        .modify(|object| slim(object.meta_mut()))
+        .modify(|object| slim_keeping_applies(object.meta_mut()))
         .map_ok(move |event| {
             cache.apply(&event);
             event

@@ -399,3 +399,134 @@ async fn children_come_from_the_cache_by_owner_and_unchanged_applies_are_skipped
     assert!(updated.is_some(), "the child follows the spec");
     operator.stop().await;
 }
+
+/// Applies a ConfigMap `<db>-keys` with one data key for each name in the Database's `keys`
+/// annotation (comma-separated), in Provisioning and on every Running step.
+#[derive(Clone, Default)]
+struct Keys {
+    applies: Arc<Mutex<Vec<bool>>>,
+}
+
+impl Keys {
+    async fn apply(&self, db: &Database, step: &Step<Database>) -> Result<(), TestError> {
+        let keys = db.annotations().get("keys").cloned().unwrap_or_default();
+        let mut child = ConfigMap::default();
+        child.metadata.name = Some(format!("{}-keys", db.name_any()));
+        child.data = Some(
+            keys.split(',')
+                .filter(|k| !k.is_empty())
+                .map(|k| (k.to_owned(), "1".to_owned()))
+                .collect(),
+        );
+        let applied = step.apply(child).await?;
+        self.applies
+            .lock()
+            .expect("log")
+            .push(applied.was_written());
+        Ok(())
+    }
+}
+
+impl DatabaseHandler for Keys {
+    type Error = TestError;
+
+    async fn on_pending(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabasePendingNext, TestError> {
+        Ok(DatabasePendingEvent::Accept.into())
+    }
+
+    async fn on_provisioning(
+        &self,
+        db: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseProvisioningNext, TestError> {
+        self.apply(db, step).await?;
+        step.set_condition(DatabaseCondition::PodsReady, true, "Applied", "")?;
+        Ok(Next::Stay)
+    }
+
+    async fn on_running(
+        &self,
+        db: &Database,
+        step: &mut Step<Database>,
+    ) -> Result<DatabaseRunningNext, TestError> {
+        self.apply(db, step).await?;
+        Ok(Next::Stay)
+    }
+
+    async fn on_degraded(
+        &self,
+        _: &Database,
+        _: &mut Step<Database>,
+    ) -> Result<DatabaseDegradedNext, TestError> {
+        Ok(Next::Stay)
+    }
+
+    async fn cleanup(&self, _: &Database) -> Result<kube_fsm::Cleanup, TestError> {
+        Ok(kube_fsm::Cleanup::Done)
+    }
+}
+
+#[tokio::test]
+async fn an_apply_that_stops_setting_a_field_removes_it_with_one_request() {
+    let Some((client, ns)) = cluster::prepare("an_apply_that_stops_setting", "fsm-prune").await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let handler = Keys::default();
+    let operator = Running::spawn(
+        operator::in_namespace::<Database, _>(&client, &ns, handler.clone())
+            .owns::<ConfigMap>(watcher::Config::default()),
+    );
+    let mut db = Database::sample("db");
+    db.annotations_mut().insert("keys".into(), "a,b".into());
+    api.create(&PostParams::default(), &db)
+        .await
+        .expect("create");
+    wait_phase(&api, "db", "Running").await;
+    let data = |cm: ConfigMap| cm.data.unwrap_or_default().into_keys().collect::<Vec<_>>();
+    let child = configmaps.get("db-keys").await.expect("the child");
+    assert_eq!(data(child), ["a", "b"]);
+    let written = || {
+        let applies = handler.applies.lock().expect("log");
+        (applies.len(), applies.iter().filter(|w| **w).count())
+    };
+    let (_, before) = written();
+    // The handler stops setting b: server-side apply removes a field its manager no longer
+    // applies, so the apply must be sent (the cached child still holds every applied field).
+    api.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "annotations": { "keys": "a" } } })),
+    )
+    .await
+    .expect("drop key b");
+    let pruned = eventually(Duration::from_secs(10), || async {
+        let child = configmaps.get("db-keys").await.ok()?;
+        (data(child) == ["a"]).then_some(())
+    })
+    .await;
+    assert!(pruned.is_some(), "b was removed from the child");
+    // Once applied, the same apply is skipped again.
+    let (seen, _) = written();
+    api.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "labels": { "poke": "1" } } })),
+    )
+    .await
+    .expect("label");
+    eventually(Duration::from_secs(10), || async {
+        (written().0 > seen).then_some(())
+    })
+    .await
+    .expect("reconciled after the label");
+    let (_, after) = written();
+    assert_eq!(after - before, 1, "one request removed b, none since");
+    operator.stop().await;
+}
