@@ -109,7 +109,9 @@ impl Bucket {
         let earned = now.saturating_duration_since(self.at).as_secs_f64() * self.per_second;
         self.tokens = (self.tokens + earned).min(self.burst) - 1.0;
         self.at = now;
-        (self.tokens < 0.0).then(|| Duration::from_secs_f64(-self.tokens / self.per_second))
+        (self.tokens < 0.0).then(|| {
+            Duration::try_from_secs_f64(-self.tokens / self.per_second).unwrap_or(Duration::MAX)
+        })
     }
 }
 

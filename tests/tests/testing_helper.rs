@@ -6,6 +6,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube_fsm::step_plan::Veto;
 use kube_fsm::testing;
 use kube_fsm::{Next, Step, Verdict};
+use kube_fsm_tests::handlers::Databases;
 use kube_fsm_tests::resources::*;
 
 struct Handlers {
@@ -237,4 +238,22 @@ async fn an_entry_time_far_in_the_past_makes_the_timeout_due_instead_of_disablin
     };
     let out = testing::step(&h, &object).await.unwrap();
     assert_eq!(out.phase, DatabasePhase::Failed);
+}
+
+#[tokio::test]
+async fn a_rate_limit_that_lets_nothing_through_is_refused_by_the_builder() {
+    let client = kube_fsm::testing::no_cluster().client().clone();
+    let operator = || kube_fsm::Operator::<Database, _>::new(client.clone(), Databases);
+    for (per_second, burst) in [
+        (0.0, 10),
+        (-1.0, 10),
+        (f64::NAN, 10),
+        (f64::INFINITY, 10),
+        (5.0, 0),
+    ] {
+        let refused = operator().rate_limit(per_second, burst).err();
+        assert!(refused.is_some(), "{per_second}/s burst {burst}");
+        assert!(refused.unwrap().to_string().contains("invalid rate limit"));
+    }
+    assert!(operator().rate_limit(0.5, 1).is_ok());
 }

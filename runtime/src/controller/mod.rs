@@ -121,10 +121,23 @@ where
     /// client-go's QPS and Burst. Off by default: the adaptive concurrency
     /// ([`Operator::concurrency`]) already backs off when the API server is overloaded; set
     /// it to leave a share of a small API server to other clients.
-    #[must_use]
-    pub fn rate_limit(mut self, per_second: f64, burst: u32) -> Self {
+    ///
+    /// # Errors
+    /// When `per_second` is not a positive, finite number or `burst` is 0: such a limit would
+    /// never let a write through.
+    ///
+    /// ```no_run
+    /// # use kube_fsm::{Operator, StateMachine};
+    /// # fn demo<K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static>(operator: Operator<K, H>) -> Result<(), kube_fsm::controller::RateLimitError> {
+    /// let operator = operator.rate_limit(20.0, 40)?; // client-go's default QPS is 5, Burst 10
+    /// # let _ = operator; Ok(()) }
+    /// ```
+    pub fn rate_limit(mut self, per_second: f64, burst: u32) -> Result<Self, RateLimitError> {
+        if !(per_second.is_finite() && per_second > 0.0) || burst == 0 {
+            return Err(RateLimitError { per_second, burst });
+        }
         self.write_rate = Some((per_second, burst));
-        self
+        Ok(self)
     }
 
     /// Backoff after failed reconciles (per object, exponential, jittered, reset on success).
@@ -351,6 +364,18 @@ pub enum Stopped {
     Signal,
     /// This replica lost the Lease (see [`Operator::leader_election`]).
     LeaseLost,
+}
+
+/// A rate limit that would never let a write through (see [`Operator::rate_limit`]).
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "invalid rate limit {per_second}/s with burst {burst}: both must be positive (and the rate finite)"
+)]
+pub struct RateLimitError {
+    /// The rate asked for.
+    pub per_second: f64,
+    /// The burst asked for.
+    pub burst: u32,
 }
 
 /// The controller ownerReference making `owner` own a child (set it on the child's
