@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, CustomResourceExt, Resource};
+use kube::{Api, CustomResourceExt, Resource, ResourceExt};
 use kube_fsm::admission::{FailurePolicy, Operator, Policy, Rule, Tier};
 use kube_fsm::{Phase, StateMachine};
 use kube_fsm_tests::admission::{self, PROBE};
@@ -301,15 +301,44 @@ async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_oper
         .await
         .expect_err("Fail: a legal write is refused while the webhook is down");
     assert!(err.to_string().contains("failed calling webhook"), "{err}");
+    // Only status writes can carry a phase (status is a subresource): creates and metadata
+    // updates do not wait for the webhook.
+    api.create(
+        &PostParams::default(),
+        &Database::sample("created-while-down"),
+    )
+    .await
+    .expect("Fail: a create is not the webhook's");
+    let label = Patch::Merge(serde_json::json!({ "metadata": { "labels": { "team": "db" } } }));
+    api.patch("db", &PatchParams::default(), &label)
+        .await
+        .expect("Fail: a label is not the webhook's");
 
-    // The operator's writes are refused too: nothing is written, nothing is lost.
+    // The operator's status writes are refused too: nothing is written, nothing is lost.
     let operator = Running::spawn(in_namespace::<Database, _>(&client, &ns, Databases));
     tokio::time::sleep(Duration::from_secs(3)).await;
     let db = api.get("db").await.expect("get");
     assert_eq!(
         kube_fsm_tests::cluster::phase_of(&db),
         None,
-        "Fail: no write got through"
+        "Fail: no status write got through"
+    );
+    // Its finalizer went on, and comes off on deletion: a deletion does not hang.
+    let created = api.get("created-while-down").await.expect("get");
+    assert!(!created.finalizers().is_empty(), "the operator's finalizer");
+    api.delete("created-while-down", &Default::default())
+        .await
+        .expect("delete");
+    let gone = kube_fsm_tests::cluster::eventually(Duration::from_secs(20), || async {
+        api.get_opt("created-while-down")
+            .await
+            .ok()
+            .and_then(|o| o.is_none().then_some(()))
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "Fail: the deletion finished while the webhook is down"
     );
 
     // With Ignore the same operator goes on from where it was refused.

@@ -81,9 +81,12 @@ impl WebhookOptions {
 
 /// The `ValidatingWebhookConfiguration` of `K`'s webhook: named `PLURAL.GROUP`, with the
 /// webhook `phase.PLURAL.GROUP` (path [`PATH`]) and one `tier-NAME.PLURAL.GROUP` per tier of
-/// `policy` (path [`TIER_PATH`]`NAME`), each on creates and updates of the resource and its
-/// status subresource in every served version, `sideEffects: None`,
-/// `admissionReviewVersions: [v1]`.
+/// `policy` (path [`TIER_PATH`]`NAME`), `sideEffects: None`, `admissionReviewVersions: [v1]`,
+/// each on the requests that can carry a phase, in every served version: updates of the
+/// status subresource where status is one (the API server drops status from creates and
+/// updates of the resource itself then), else creates and updates of the resource. So
+/// creates, deletions, finalizer removals and label changes never wait for the webhook,
+/// even while it is down under `Fail`.
 pub fn validating_webhook_configuration<K: CustomResourceExt>(
     options: &WebhookOptions,
     policy: &Policy,
@@ -91,25 +94,36 @@ pub fn validating_webhook_configuration<K: CustomResourceExt>(
     let crd = K::crd();
     let spec = &crd.spec;
     let plural = &spec.names.plural;
-    let rule = RuleWithOperations {
-        api_groups: Some(vec![spec.group.clone()]),
-        api_versions: Some(
-            spec.versions
-                .iter()
-                .filter(|v| v.served)
-                .map(|v| v.name.clone())
-                .collect(),
-        ),
-        operations: Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]),
-        resources: Some(vec![plural.clone(), format!("{plural}/status")]),
-        scope: Some(spec.scope.clone()),
+    let served = |with_status: bool| -> Vec<String> {
+        spec.versions
+            .iter()
+            .filter(|v| v.served)
+            .filter(|v| v.subresources.as_ref().is_some_and(|s| s.status.is_some()) == with_status)
+            .map(|v| v.name.clone())
+            .collect()
     };
+    let rule = |versions: Vec<String>, operations: &[&str], resource: String| {
+        (!versions.is_empty()).then(|| RuleWithOperations {
+            api_groups: Some(vec![spec.group.clone()]),
+            api_versions: Some(versions),
+            operations: Some(operations.iter().map(|&o| o.to_owned()).collect()),
+            resources: Some(vec![resource]),
+            scope: Some(spec.scope.clone()),
+        })
+    };
+    let rules: Vec<RuleWithOperations> = [
+        rule(served(true), &["UPDATE"], format!("{plural}/status")),
+        rule(served(false), &["CREATE", "UPDATE"], plural.clone()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let suffix = format!("{plural}.{}", spec.group);
     let webhook =
         |name: String, path: String, namespaces: Option<LabelSelector>| ValidatingWebhook {
             name,
             client_config: client_config(options, &path),
-            rules: Some(vec![rule.clone()]),
+            rules: Some(rules.clone()),
             failure_policy: Some(format!("{:?}", options.failure_policy)),
             timeout_seconds: Some(options.timeout_seconds),
             side_effects: "None".to_owned(),
@@ -205,6 +219,38 @@ mod tests {
     #[kube(group = "example.com", version = "v1", kind = "Job", namespaced)]
     struct JobSpec {}
 
+    #[derive(
+        kube::CustomResource,
+        Clone,
+        Debug,
+        serde::Serialize,
+        serde::Deserialize,
+        schemars::JsonSchema,
+    )]
+    #[kube(
+        group = "example.com",
+        version = "v1",
+        kind = "Task",
+        namespaced,
+        status = "TaskStatus"
+    )]
+    struct TaskSpec {}
+
+    #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    struct TaskStatus {}
+
+    #[test]
+    fn with_a_status_subresource_only_status_updates_are_reviewed() {
+        let options = WebhookOptions::new(Endpoint::Url("https://127.0.0.1:9443/".into()));
+        let configuration = validating_webhook_configuration::<Task>(&options, &Policy::default());
+        let webhooks = configuration.webhooks.unwrap();
+        let rules = webhooks[0].rules.as_deref().unwrap();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].resources.as_deref().unwrap(), ["tasks/status"]);
+        assert_eq!(rules[0].operations.as_deref().unwrap(), ["UPDATE"]);
+        assert_eq!(rules[0].api_versions.as_deref().unwrap(), ["v1"]);
+    }
+
     fn selector(key: &str, value: &str) -> LabelSelector {
         LabelSelector {
             match_labels: Some([(key.to_owned(), value.to_owned())].into()),
@@ -250,10 +296,15 @@ mod tests {
         assert_eq!(machine.failure_policy.as_deref(), Some("Ignore"));
         assert_eq!(machine.side_effects, "None");
         assert_eq!(machine.admission_review_versions, ["v1"]);
-        let rule = &machine.rules.as_ref().unwrap()[0];
-        assert_eq!(rule.resources.as_deref().unwrap(), ["jobs", "jobs/status"]);
-        assert_eq!(rule.operations.as_deref().unwrap(), ["CREATE", "UPDATE"]);
-        assert_eq!(rule.scope.as_deref(), Some("Namespaced"));
+        // Status is no subresource of Job: creates and updates of the resource carry it.
+        let rules = machine.rules.as_deref().unwrap();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].resources.as_deref().unwrap(), ["jobs"]);
+        assert_eq!(
+            rules[0].operations.as_deref().unwrap(),
+            ["CREATE", "UPDATE"]
+        );
+        assert_eq!(rules[0].scope.as_deref(), Some("Namespaced"));
         assert_eq!(machine.namespace_selector, options.namespace_selector);
         // The tier's namespaces are those of the tier *and* of the webhook.
         let narrowed = tier.namespace_selector.as_ref().unwrap();
