@@ -2,7 +2,8 @@
 //!
 //! Two mechanisms, as TCP's congestion control and client-go's client-side rate limiter:
 //! - an adaptive limit on reconciles in flight (AIMD): it halves when the API server signals
-//!   overload (429 Too Many Requests, 5xx), at most once per [`COOL_DOWN`], and grows by one
+//!   overload (429 Too Many Requests, 5xx other than an admission webhook the API server could
+//!   not call: see [`webhook_unreachable`]), at most once per [`COOL_DOWN`], and grows by one
 //!   per `limit` reconciles that succeed, back up to the configured concurrency. A 429's
 //!   `Retry-After` (the Status' `details.retryAfterSeconds`) pauses every new reconcile until
 //!   it has passed;
@@ -236,9 +237,18 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// Whether the API server refused a request because it could not call an admission webhook
+/// (`500`, "failed calling webhook" under `failurePolicy: Fail`): the webhook is down, not
+/// the API server overloaded, so it does not cut the concurrency, and the request is retried
+/// soon, to go on within seconds of the webhook's return.
+pub fn webhook_unreachable(status: &kube::core::Status) -> bool {
+    status.code == 500 && status.message.contains("failed calling webhook")
+}
+
 /// Whether `error` is the API server signalling overload (429, 5xx), and its `Retry-After`.
 pub fn overload(error: &kube::Error) -> Option<Option<Duration>> {
     match error {
+        kube::Error::Api(status) if webhook_unreachable(status) => None,
         kube::Error::Api(status) if status.code == 429 || status.code >= 500 => Some(
             status
                 .details
@@ -254,6 +264,34 @@ pub fn overload(error: &kube::Error) -> Option<Option<Duration>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_webhook_the_api_server_cannot_call_is_no_overload() {
+        let status = |code: u16, message: &str| {
+            kube::Error::Api(
+                kube::core::Status {
+                    code,
+                    message: message.to_owned(),
+                    ..kube::core::Status::failure(message, "InternalError")
+                }
+                .boxed(),
+            )
+        };
+        let webhook = status(
+            500,
+            "Internal error occurred: failed calling webhook \"phase.x\": connection refused",
+        );
+        assert_eq!(overload(&webhook), None);
+        assert_eq!(
+            overload(&status(500, "etcdserver: request timed out")),
+            Some(None)
+        );
+        assert_eq!(
+            overload(&status(503, "failed calling webhook")),
+            Some(None),
+            "only a 500 names a webhook call"
+        );
+    }
 
     #[test]
     fn the_limit_halves_once_per_burst_of_overload_and_climbs_back_by_one_per_round() {

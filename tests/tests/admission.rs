@@ -353,3 +353,54 @@ async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_oper
     operator.stop().await;
     registration.remove().await;
 }
+
+#[tokio::test]
+async fn after_a_webhook_outage_the_operator_resumes_within_seconds() {
+    let Some(client) = client("admission::resume").await else {
+        return;
+    };
+    install_crds(&client).await;
+    let ns = admission::namespace(&client, "admission-resume", &[]).await;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let registration = admission::unreachable(&client, &ns, Database::sample(PROBE)).await;
+    // The default backoff (0.5 s doubling up to 5 min): 20 s of refused writes grow it well
+    // past 10 s, which a connection failure caps at 30 s (`reconnect_max`).
+    let operator = Running::spawn(
+        kube_fsm::Operator::<Database, _>::new(client.clone(), Databases).namespace(&ns),
+    );
+    for i in 0..10 {
+        api.create(
+            &PostParams::default(),
+            &Database::sample(&format!("db-{i}")),
+        )
+        .await
+        .expect("create");
+    }
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let phased = || async {
+        let list = api.list(&Default::default()).await.expect("list");
+        list.items
+            .iter()
+            .filter(|db| db.name_any() != PROBE)
+            .filter(|db| kube_fsm_tests::cluster::phase_of(*db).is_some())
+            .count()
+    };
+    assert_eq!(
+        phased().await,
+        0,
+        "Fail: no status written while it is down"
+    );
+    // The webhook is back (to the API server, Ignore is the same as a webhook that answers).
+    registration.set_failure_policy(FailurePolicy::Ignore).await;
+    let back = std::time::Instant::now();
+    let resumed = kube_fsm_tests::cluster::eventually(Duration::from_secs(40), || async {
+        (phased().await == 10).then_some(())
+    })
+    .await;
+    let took = back.elapsed();
+    eprintln!("every object written {took:?} after the webhook came back");
+    assert!(resumed.is_some(), "the operator resumed");
+    assert!(took < Duration::from_secs(10), "resumed after {took:?}");
+    operator.stop().await;
+    registration.remove().await;
+}

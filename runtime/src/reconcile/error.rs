@@ -44,17 +44,30 @@ impl ReconcileError {
         }
     }
 
-    /// Whether the API server signalled overload (429, 5xx) somewhere in this error's chain
-    /// (a handler's own request included), and its `Retry-After`.
-    pub(crate) fn overload(&self) -> Option<Option<Duration>> {
+    /// Whether the API server could not call an admission webhook for a request somewhere in
+    /// this error's chain (see [`crate::pace::webhook_unreachable`]).
+    pub(crate) fn webhook_unreachable(&self) -> bool {
+        self.kube_error().is_some_and(
+            |e| matches!(e, kube::Error::Api(status) if crate::pace::webhook_unreachable(status)),
+        )
+    }
+
+    /// The first Kubernetes error in this error's chain (a handler's own request included).
+    fn kube_error(&self) -> Option<&kube::Error> {
         let mut error: Option<&(dyn std::error::Error + 'static)> = Some(self);
         while let Some(e) = error {
             if let Some(kube) = e.downcast_ref::<kube::Error>() {
-                return crate::pace::overload(kube);
+                return Some(kube);
             }
             error = e.source();
         }
         None
+    }
+
+    /// Whether the API server signalled overload (429, 5xx) somewhere in this error's chain
+    /// (a handler's own request included), and its `Retry-After`.
+    pub(crate) fn overload(&self) -> Option<Option<Duration>> {
+        self.kube_error().and_then(crate::pace::overload)
     }
 }
 

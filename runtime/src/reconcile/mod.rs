@@ -49,6 +49,10 @@ impl<K, H> Reconciled<H> for K where
 pub use config::{EngineConfig, Events};
 pub use error::ReconcileError;
 
+/// The longest wait before an object whose write was refused for want of an admission
+/// webhook (down under `failurePolicy: Fail`) is retried.
+const WEBHOOK_RETRY: Duration = Duration::from_secs(4);
+
 /// When to look at an object again: after a delay, or on its next change (`None`).
 pub(crate) type Requeue = Option<Duration>;
 
@@ -275,7 +279,11 @@ where
             e.failures
         });
         let mut delay = engine.config.backoff.jittered(failures);
-        if error.is_connection() {
+        if error.webhook_unreachable() {
+            // A webhook outage: retried soon, so the object goes on within seconds of its return.
+            delay = delay.min(WEBHOOK_RETRY.mul_f64(1.0 + fastrand::f64() * 0.2));
+            tracing::debug!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
+        } else if error.is_connection() {
             delay = delay.min(engine.config.reconnect_max);
             if let Some(Some(retry_after)) = error.overload() {
                 delay = delay.max(retry_after);
