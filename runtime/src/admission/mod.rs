@@ -57,6 +57,35 @@ pub(crate) mod tests_support {
         }
     }
 
+    /// The AdmissionReview (as JSON) of a status-subresource update of a Job from `old` to
+    /// `new` by `alice` with field manager `manager`.
+    pub fn status_update(old: Option<&str>, new: Option<&str>, manager: &str) -> serde_json::Value {
+        let object = |phase: Option<&str>| {
+            serde_json::json!({
+                "apiVersion": "example.com/v1", "kind": "Job",
+                "metadata": { "name": "job", "namespace": "ns" },
+                "status": { "phase": phase },
+            })
+        };
+        serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "42",
+                "kind": { "group": "example.com", "version": "v1", "kind": "Job" },
+                "resource": { "group": "example.com", "version": "v1", "resource": "jobs" },
+                "subResource": "status",
+                "name": "job",
+                "namespace": "ns",
+                "operation": "UPDATE",
+                "userInfo": { "username": "alice" },
+                "object": object(new),
+                "oldObject": object(old),
+                "options": { "kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": manager },
+            },
+        })
+    }
+
     /// Pending -> Running -> Done, Pending -> Failed; `Starting` was renamed `Running`.
     pub static MACHINE: MachineData = MachineData {
         kind: "Job",

@@ -136,50 +136,31 @@ fn deny(
 }
 
 #[cfg(test)]
+impl Validator {
+    /// A validator of `machine` (for the module's tests, which have no `StateMachine` type).
+    pub(crate) fn for_machine(machine: &'static MachineData, policy: Policy) -> Self {
+        policy.check(machine).unwrap();
+        Validator { machine, policy }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::admission::policy::{Operator, Rule};
-    use crate::admission::tests_support::MACHINE;
+    use crate::admission::tests_support::{MACHINE, status_update};
 
     fn validator(policy: Policy) -> Validator {
-        policy.check(&MACHINE).unwrap();
-        Validator {
-            machine: &MACHINE,
-            policy,
-        }
+        Validator::for_machine(&MACHINE, policy)
     }
 
-    /// A status-subresource update of a Job from `old` to `new` by `user` with `manager`.
+    /// A status-subresource update of a Job from `old` to `new` by `alice` with `manager`.
     fn review(
         old: Option<&str>,
         new: Option<&str>,
         manager: &str,
     ) -> AdmissionReview<DynamicObject> {
-        let object = |phase: Option<&str>| {
-            serde_json::json!({
-                "apiVersion": "example.com/v1", "kind": "Job",
-                "metadata": { "name": "job", "namespace": "ns" },
-                "status": { "phase": phase },
-            })
-        };
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "42",
-                "kind": { "group": "example.com", "version": "v1", "kind": "Job" },
-                "resource": { "group": "example.com", "version": "v1", "resource": "jobs" },
-                "subResource": "status",
-                "name": "job",
-                "namespace": "ns",
-                "operation": "UPDATE",
-                "userInfo": { "username": "alice" },
-                "object": object(new),
-                "oldObject": object(old),
-                "options": { "kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": manager },
-            },
-        }))
-        .unwrap()
+        serde_json::from_value(status_update(old, new, manager)).unwrap()
     }
 
     #[test]

@@ -1,6 +1,18 @@
 //! The webhook's HTTPS server (hyper on rustls): `POST` [`PATH`] for the machine and the
 //! platform layer, `POST` [`TIER_PATH`]`NAME` for a tier; everything else is 404 or 405, which
 //! the API server treats under the webhook's failure policy.
+//!
+//! The port faces the cluster network, so nothing a client sends can make the operator grow
+//! without bound: at most [`MAX_CONNECTIONS`] connections (more are closed at once); a TLS
+//! handshake and a request's headers within [`HANDSHAKE_TIMEOUT`], its body within
+//! [`REQUEST_DEADLINE`]; a body of at most [`MAX_BODY`]; and of all bodies being read at
+//! once, only the first [`SMALL_BODY`] of each is free: the rest draws on one shared budget
+//! of [`BODY_BUDGET`], and a request finding it spent is answered 503. An API server's review
+//! (two objects, typically a few KiB) never needs the budget, so stalled large bodies cannot
+//! starve it. JSON decoding is serde_json's, bounded by the body and its nesting limit.
+//! Optionally, only clients with a certificate from a given CA are served
+//! ([`Webhook::client_ca`]): the API server presents one to webhooks when its admission
+//! configuration says so.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -8,8 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Bytes, Incoming};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -23,6 +35,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_rustls::TlsAcceptor;
 
 use super::configuration::{PATH, TIER_PATH};
@@ -32,9 +45,18 @@ use super::tls::{ServingCertificate, TlsError};
 /// How often certificate files are checked for a change.
 const RELOAD_EVERY: Duration = Duration::from_secs(10);
 /// The largest review accepted: two objects of etcd's 1.5 MiB limit, JSON-encoded, and room.
-const MAX_BODY: usize = 8 << 20;
+pub const MAX_BODY: usize = 8 << 20;
 /// Time for a client to finish the TLS handshake, and to send a request's headers.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time for a client to send a request's body once its headers are in (the API server sends
+/// a review at once; it waits at most 30 s, `timeoutSeconds`, for the answer).
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+/// Connections open at once; more are closed as they come.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// What each request may buffer of its body without drawing on [`BODY_BUDGET`].
+pub const SMALL_BODY: usize = 64 << 10;
+/// Bytes of bodies, beyond each one's first [`SMALL_BODY`], buffered at once over all requests.
+pub const BODY_BUDGET: usize = 32 << 20;
 
 /// Why the webhook cannot serve.
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +192,13 @@ pub struct Webhook {
     metrics: WebhookMetrics,
 }
 
+/// What one connection's requests share: the decision, the metrics, the body budget.
+struct Shared {
+    validator: Arc<Validator>,
+    metrics: WebhookMetrics,
+    budget: Semaphore,
+}
+
 impl std::fmt::Debug for Webhook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Webhook")
@@ -189,13 +218,7 @@ impl Webhook {
         validator: Validator,
         certificate: ServingCertificate,
     ) -> Result<Self, ServeError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(TlsError::from)?
-            .with_no_client_auth()
-            .with_cert_resolver(certificate.resolver());
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let tls = acceptor(&certificate, None)?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
@@ -203,10 +226,21 @@ impl Webhook {
             listener,
             validator: Arc::new(validator),
             certificate,
-            tls: TlsAcceptor::from(Arc::new(config)),
+            tls,
             health: WebhookHealth::default(),
             metrics: WebhookMetrics::default(),
         })
+    }
+
+    /// Serves only clients presenting a certificate signed by a CA of `ca_pem` (PEM): the
+    /// API server authenticates to webhooks with the client certificate its admission
+    /// configuration names (`--admission-control-config-file`, `kubeConfigFile` per webhook).
+    ///
+    /// # Errors
+    /// When `ca_pem` holds no usable CA certificate.
+    pub fn client_ca(mut self, ca_pem: &[u8]) -> Result<Self, ServeError> {
+        self.tls = acceptor(&self.certificate, Some(ca_pem))?;
+        Ok(self)
     }
 
     /// The bound address.
@@ -243,6 +277,12 @@ impl Webhook {
         } = self;
         health.serving.store(true, Ordering::Release);
         let _serving = Serving(health.clone());
+        let shared = Arc::new(Shared {
+            validator,
+            metrics,
+            budget: Semaphore::new(BODY_BUDGET),
+        });
+        let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let mut reload = tokio::time::interval(RELOAD_EVERY);
         reload.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -257,10 +297,15 @@ impl Webhook {
                             continue;
                         }
                     };
-                    let (tls, validator, metrics) = (tls.clone(), validator.clone(), metrics.clone());
+                    let Ok(open) = connections.clone().try_acquire_owned() else {
+                        tracing::debug!(%peer, "webhook connection refused: {MAX_CONNECTIONS} are open");
+                        continue;
+                    };
+                    let (tls, shared) = (tls.clone(), shared.clone());
                     tokio::spawn(async move {
+                        let _open = open;
                         match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
-                            Ok(Ok(stream)) => serve(stream, validator, metrics).await,
+                            Ok(Ok(stream)) => serve(stream, shared).await,
                             Ok(Err(err)) => tracing::debug!(%peer, %err, "webhook TLS handshake failed"),
                             Err(_) => tracing::debug!(%peer, "webhook TLS handshake timed out"),
                         }
@@ -290,13 +335,31 @@ impl Drop for Serving {
     }
 }
 
-async fn serve<S>(stream: S, validator: Arc<Validator>, metrics: WebhookMetrics)
+/// The TLS acceptor serving `certificate`, verifying clients against `client_ca` if given.
+fn acceptor(
+    certificate: &ServingCertificate,
+    client_ca: Option<&[u8]>,
+) -> Result<TlsAcceptor, ServeError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::from)?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(pem) => builder.with_client_cert_verifier(super::tls::client_verifier(pem, provider)?),
+    };
+    let mut config = builder.with_cert_resolver(certificate.resolver());
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+async fn serve<S>(stream: S, shared: Arc<Shared>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |request| {
-        let (validator, metrics) = (validator.clone(), metrics.clone());
-        async move { Ok::<_, Infallible>(answer(request, &validator, &metrics).await) }
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(answer(request, &shared).await) }
     });
     let result = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -308,11 +371,8 @@ where
     }
 }
 
-async fn answer(
-    request: Request<Incoming>,
-    validator: &Validator,
-    metrics: &WebhookMetrics,
-) -> Response<Full<Bytes>> {
+async fn answer(request: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
+    let (validator, metrics) = (&shared.validator, &shared.metrics);
     let started = Instant::now();
     let path = request.uri().path().to_owned();
     let tier = match path.strip_prefix(TIER_PATH) {
@@ -329,9 +389,20 @@ async fn answer(
             "POST an AdmissionReview\n".to_owned(),
         );
     }
-    let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(err) => return text(StatusCode::PAYLOAD_TOO_LARGE, format!("{err}\n")),
+    let body = match tokio::time::timeout(
+        REQUEST_DEADLINE,
+        read_body(request.into_body(), &shared.budget),
+    )
+    .await
+    {
+        Ok(Ok((body, _budget))) => body,
+        Ok(Err((status, message))) => return text(status, message),
+        Err(_) => {
+            return text(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the body did not arrive within {REQUEST_DEADLINE:?}\n"),
+            );
+        }
     };
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
         Ok(review) => review,
@@ -373,8 +444,170 @@ async fn answer(
     response
 }
 
+/// A body as read, and its share of the budget (held until the request is answered).
+type Read<'a> = (Bytes, Option<SemaphorePermit<'a>>);
+
+/// Reads a request's body: at most [`MAX_BODY`], and beyond its first [`SMALL_BODY`] only
+/// while the shared `budget` has room.
+async fn read_body(
+    mut body: Incoming,
+    budget: &Semaphore,
+) -> Result<Read<'_>, (StatusCode, String)> {
+    let announced = body.size_hint().lower();
+    if usize::try_from(announced).is_ok_and(|n| n > MAX_BODY) {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a review is at most {MAX_BODY} bytes\n"),
+        ));
+    }
+    let mut read = Vec::new();
+    let mut held: Option<SemaphorePermit<'_>> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|err| (StatusCode::BAD_REQUEST, format!("{err}\n")))?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        let total = read.len() + data.len();
+        if total > MAX_BODY {
+            return Err((
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a review is at most {MAX_BODY} bytes\n"),
+            ));
+        }
+        let reserved = held.as_ref().map_or(0, |p| p.num_permits());
+        let needed = total.saturating_sub(SMALL_BODY).saturating_sub(reserved);
+        if needed > 0 {
+            let more = u32::try_from(needed)
+                .ok()
+                .and_then(|n| budget.try_acquire_many(n).ok())
+                .ok_or_else(|| {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "too many large reviews are being read; try again\n".to_owned(),
+                    )
+                })?;
+            match &mut held {
+                Some(permit) => permit.merge(more),
+                None => held = Some(more),
+            }
+        }
+        read.extend_from_slice(&data);
+    }
+    Ok((Bytes::from(read), held))
+}
+
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    use tokio_rustls::TlsConnector;
+    use tokio_rustls::client::TlsStream;
+
+    use super::*;
+    use crate::admission::Policy;
+    use crate::admission::tests_support::{MACHINE, status_update};
+
+    /// A TLS client trusting the webhook's development CA.
+    fn connector(ca: &str) -> TlsConnector {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        TlsConnector::from(Arc::new(config))
+    }
+
+    async fn connect(tls: &TlsConnector, addr: SocketAddr) -> TlsStream<TcpStream> {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        tls.connect(name, tcp).await.unwrap()
+    }
+
+    fn resident_bytes() -> usize {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+        pages * 4096
+    }
+
+    /// POSTs one legal review on a new connection; returns the status line.
+    async fn review(tls: &TlsConnector, addr: SocketAddr) -> String {
+        let body = status_update(Some("Pending"), Some("Running"), "kube-fsm").to_string();
+        let mut stream = connect(tls, addr).await;
+        let head = format!(
+            "POST {PATH} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(body.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap_or_default();
+        answer
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stalled_large_bodies_neither_grow_the_process_nor_starve_a_review() {
+        let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).unwrap();
+        let tls = connector(certificate.ca_bundle().unwrap());
+        let validator = Validator::for_machine(&MACHINE, Policy::default());
+        let webhook = Webhook::bind("127.0.0.1:0".parse().unwrap(), validator, certificate)
+            .await
+            .unwrap();
+        let addr = webhook.local_addr();
+        let server = tokio::spawn(webhook.run());
+        assert!(review(&tls, addr).await.starts_with("HTTP/1.1 200"));
+        let before = resident_bytes();
+
+        // 100 clients announce 8 MiB, send all but the last byte, and stall.
+        let chunk = vec![b' '; 1 << 20];
+        let mut stalled = Vec::new();
+        for _ in 0..100 {
+            let mut stream = connect(&tls, addr).await;
+            let head =
+                format!("POST {PATH} HTTP/1.1\r\nhost: x\r\ncontent-length: {MAX_BODY}\r\n\r\n");
+            let chunk = chunk.clone();
+            stalled.push(tokio::spawn(async move {
+                stream.write_all(head.as_bytes()).await.ok()?;
+                for _ in 0..7 {
+                    stream.write_all(&chunk).await.ok()?;
+                }
+                stream.write_all(&chunk[..chunk.len() - 1]).await.ok()?;
+                stream.flush().await.ok()?;
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Some(stream)
+            }));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let grown = resident_bytes().saturating_sub(before);
+
+        let started = std::time::Instant::now();
+        let answer = tokio::time::timeout(Duration::from_secs(2), review(&tls, addr))
+            .await
+            .expect("a review is answered within 2 s while the bodies stall");
+        let took = started.elapsed();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("\"allowed\":true"), "{answer}");
+        eprintln!(
+            "100 stalled 8 MiB bodies: RSS grew by {} MiB; a review took {took:?}",
+            grown >> 20
+        );
+        assert!(grown < 64 << 20, "RSS grew by {} MiB", grown >> 20);
+        for task in stalled {
+            task.abort();
+        }
+        server.abort();
+    }
 }

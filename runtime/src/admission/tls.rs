@@ -212,7 +212,43 @@ fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
         path: key.to_owned(),
         source,
     })?;
-    Ok(Arc::new(CertifiedKey::new(chain, signer)))
+    let pair = CertifiedKey::new(chain, signer);
+    match pair.keys_match() {
+        // A key of another certificate (a rotation caught half-way): every handshake would fail.
+        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
+            Err(TlsError::Read {
+                path: key.to_owned(),
+                message: format!(
+                    "the key does not belong to the certificate in {}",
+                    cert.display()
+                ),
+            })
+        }
+        _ => Ok(Arc::new(pair)),
+    }
+}
+
+/// A verifier of client certificates signed by a CA of `ca_pem`.
+pub(super) fn client_verifier(
+    ca_pem: &[u8],
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let read = |message: String| TlsError::Read {
+        path: "the client CA".into(),
+        message,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        roots
+            .add(cert.map_err(|err| read(err.to_string()))?)
+            .map_err(TlsError::Config)?;
+    }
+    if roots.is_empty() {
+        return Err(read("no CERTIFICATE block".to_owned()));
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|err| read(err.to_string()))
 }
 
 #[cfg(test)]
@@ -259,6 +295,25 @@ mod tests {
         let err = certificate.reload().unwrap_err();
         assert!(err.to_string().contains("tls.crt"), "{err}");
         assert_eq!(served(&certificate), second, "the old pair is still served");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_key_of_another_certificate_is_refused() {
+        let dir = std::env::temp_dir().join(format!("kube-fsm-tls-{}", fastrand::u64(..)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        let (first_cert, first_key) = pair("a.example");
+        std::fs::write(&cert, &first_cert).unwrap();
+        std::fs::write(&key, &first_key).unwrap();
+        let certificate = ServingCertificate::from_files(&cert, &key).unwrap();
+        // Half a rotation: the new key is there, the certificate is still the old one.
+        let (_, other_key) = pair("b.example");
+        std::fs::write(&key, &other_key).unwrap();
+        let err = certificate.reload().unwrap_err();
+        assert!(err.to_string().contains("does not belong"), "{err}");
+        std::fs::write(&cert, &first_cert).unwrap();
+        assert!(ServingCertificate::from_files(&cert, &key).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
