@@ -135,6 +135,13 @@ impl Sharding {
     }
 
     /// The label selector of the objects in `held` (none when nothing is held).
+    /// The label selector of the objects without a valid shard label: none, or a value that
+    /// is not a shard of this count (left by a larger shard count).
+    pub(crate) fn unlabelled_selector(&self) -> String {
+        let shards: Vec<String> = (0..self.shards).map(|s| s.to_string()).collect();
+        format!("{} notin ({})", self.label(), shards.join(","))
+    }
+
     pub(crate) fn selector(&self, held: &BTreeSet<u32>) -> Option<String> {
         if held.is_empty() {
             return None;

@@ -1,18 +1,27 @@
 //! The shard label on each object: written once, by the replica serving shard 0 (for objects
-//! that have none yet; it watches only those, metadata only) or by the replica that finds an
-//! object with a label other than its shard (a hand edit). The value is a function of the
-//! object's UID or namespace, so every writer writes the same, and the patch carries the UID
-//! so that it never lands on a new object of the same name.
+//! that have no valid one: none yet, or a value left by a larger shard count; it watches only
+//! those, metadata only) or by the replica that finds an object with a label other than its
+//! shard (a hand edit, or a changed shard count). The value is a function of the object's UID
+//! or namespace, so every writer writes the same, and the patch carries the UID so that it
+//! never lands on a new object of the same name. A write that fails (an API error, a policy
+//! webhook down under `Fail`) is retried with backoff until it lands: an unlabelled object is
+//! in no replica's watch, so nothing else would bring it back.
 
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
+use crate::backoff::Backoff;
 use crate::metrics::MachineMetrics;
 use crate::reconcile::{Engine, Reconciled, Requeue};
 use crate::scope::Scoped;
@@ -63,15 +72,16 @@ impl Labeller {
     }
 
     /// While this replica serves shard 0, labels every object of `api` (narrowed by
-    /// `selector`, the operator's own label selector) that has no shard label (a metadata-only
-    /// watch).
+    /// `selector`, the operator's own label selector) that has no valid shard label (a
+    /// metadata-only watch), retrying failed writes with backoff.
     pub async fn assign<K>(self, api: Api<PartialObjectMeta<K>>, selector: Option<String>)
     where
         K: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     {
+        let invalid = self.shards.sharding.unlabelled_selector();
         let unlabelled = match selector {
-            Some(selector) => format!("{selector},!{}", self.shards.sharding.label()),
-            None => format!("!{}", self.shards.sharding.label()),
+            Some(selector) => format!("{selector},{invalid}"),
+            None => invalid,
         };
         let mut served = self.shards.selector();
         loop {
@@ -86,26 +96,69 @@ impl Labeller {
                 .default_backoff()
                 .applied_objects();
             tokio::pin!(objects);
+            let mut retries = Retries::default();
             loop {
                 tokio::select! {
                     object = objects.next() => match object {
-                        Some(Ok(object)) => {
-                            if let Err(err) = self.label::<K>(&object.metadata).await {
-                                tracing::warn!(%err, "cannot write a shard label; retried on the next relist");
-                            }
-                        }
+                        Some(Ok(object)) => self.try_label::<K>(object.metadata, 0, &mut retries).await,
                         Some(Err(err)) => tracing::debug!(%err, "watch of unlabelled objects failed"),
                         None => break,
                     },
+                    Some((meta, attempt)) = retries.due.next() => {
+                        self.try_label::<K>(meta, attempt, &mut retries).await;
+                    }
                     changed = served.changed() => {
                         if changed.is_err() || !self.shards.serves_shard(0) {
                             break;
                         }
                     }
                 }
+                self.metrics.unlabelled(retries.waiting.len());
             }
+            // The next holder of shard 0 lists every object still without a valid label.
+            self.metrics.unlabelled(0);
         }
     }
+
+    /// Labels the object with `meta` (this is its `attempt`th retry); a failure is retried
+    /// after a backoff, unless a retry of it is already waiting.
+    async fn try_label<K>(&self, meta: ObjectMeta, attempt: u32, retries: &mut Retries)
+    where
+        K: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let uid = meta.uid.clone().unwrap_or_default();
+        if attempt > 0 {
+            retries.waiting.remove(&uid);
+        }
+        match self.label::<K>(&meta).await {
+            Ok(()) => {}
+            Err(err) if retries.waiting.insert(uid) => {
+                let delay = LABEL_BACKOFF.jittered(attempt.saturating_add(1));
+                tracing::warn!(%err, object = meta.name.as_deref().unwrap_or_default(), ?delay, "cannot write a shard label; retrying");
+                retries.due.push(Box::pin(async move {
+                    tokio::time::sleep(delay).await;
+                    (meta, attempt.saturating_add(1))
+                }));
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// The backoff between attempts at one object's shard label.
+const LABEL_BACKOFF: Backoff = Backoff {
+    base: Duration::from_millis(500),
+    max: Duration::from_secs(30),
+};
+
+/// A label write's next attempt: due when it completes, with the object and its attempt.
+type Attempt = Pin<Box<dyn Future<Output = (ObjectMeta, u32)> + Send>>;
+
+/// Label writes waiting for another attempt: by UID, and when each is due.
+#[derive(Default)]
+struct Retries {
+    waiting: HashSet<String>,
+    due: FuturesUnordered<Attempt>,
 }
 
 impl<K, H> Engine<K, H>
@@ -126,10 +179,15 @@ where
         let meta = object.meta();
         let sharding = &labeller.shards.sharding;
         if sharding.labelled(meta) != Some(sharding.shard_of(meta)) {
-            if let Err(err) = labeller.label::<K>(meta).await {
-                tracing::warn!(%err, "cannot put the shard label right");
-            }
-            return Err(Action::await_change());
+            return Err(match labeller.label::<K>(meta).await {
+                // The object moves to the watch of its shard's holder.
+                Ok(()) => Action::await_change(),
+                Err(err) => {
+                    let delay = LABEL_BACKOFF.jittered(4);
+                    tracing::warn!(%err, ?delay, "cannot put the shard label right; retrying");
+                    Action::requeue(delay)
+                }
+            });
         }
         match labeller.shards.enter(meta) {
             Serving::Yes(in_flight) => Ok(Some(in_flight)),

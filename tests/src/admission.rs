@@ -240,3 +240,57 @@ impl Registration {
         }
     }
 }
+
+/// Another team's policy webhook (a Gatekeeper or Kyverno, say) on updates of `K` itself in
+/// namespace `ns`, down under `Fail`: the API server refuses every metadata write of `K`
+/// there (labels, finalizers) until it is removed. Returns once it refuses them.
+///
+/// # Panics
+/// When it cannot be registered, or does not take effect.
+pub async fn policy_webhook_down<K: Probe>(client: &Client, ns: &str, probe: K) -> Registration {
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    create_probe(&api, probe).await;
+    let mut options = options(
+        ns,
+        Endpoint::Url("https://127.0.0.1:1/".to_owned()),
+        FailurePolicy::Fail,
+    );
+    options.ca_bundle = ServingCertificate::self_signed(&["127.0.0.1"])
+        .expect("certificate")
+        .ca_bundle()
+        .map(str::to_owned);
+    let mut configuration = validating_webhook_configuration::<K>(&options, &Policy::default());
+    let plural = K::crd().spec.names.plural;
+    for webhook in configuration.webhooks.iter_mut().flatten() {
+        webhook.name = format!("policy.{}", webhook.name);
+        for rule in webhook.rules.iter_mut().flatten() {
+            rule.operations = Some(vec!["UPDATE".to_owned()]);
+            rule.resources = Some(vec![plural.clone()]);
+        }
+    }
+    let name = format!("{ns}.policy");
+    configuration.metadata.name = Some(name.clone());
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &configuration)
+        .await
+        .expect("register the policy webhook");
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let label = Patch::Merge(serde_json::json!({ "metadata": { "labels": { "probe": "1" } } }));
+    eventually(Duration::from_secs(30), || async {
+        api.patch(PROBE, &dry_run, &label)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("policy webhook {name} not called within 30 s"));
+    Registration {
+        client: client.clone(),
+        name,
+        health: None,
+        task: None,
+    }
+}

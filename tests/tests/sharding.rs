@@ -192,8 +192,20 @@ fn slow_replica(
     ledger: &Arc<Mutex<Ledger>>,
     delay: Duration,
 ) -> (Running, Recorded) {
+    replica_of(client, ns, replica, ledger, delay, SHARDS)
+}
+
+/// One replica of `shards` shards whose steps take `delay` each.
+fn replica_of(
+    client: &kube::Client,
+    ns: &str,
+    replica: &'static str,
+    ledger: &Arc<Mutex<Ledger>>,
+    delay: Duration,
+    shards: u32,
+) -> (Running, Recorded) {
     let recorded = Recorded::default();
-    let sharding = Sharding::new("fsm-shards", ns, SHARDS)
+    let sharding = Sharding::new("fsm-shards", ns, shards)
         .identity(replica)
         .duration(Duration::from_secs(4));
     let handler = Noted {
@@ -632,4 +644,86 @@ async fn a_shard_handed_over_and_back_writes_no_backward_move_under_drift_revert
         "A reported drift after taking the shard back"
     );
     a.stop().await;
+}
+
+#[tokio::test]
+async fn an_object_whose_label_write_failed_is_labelled_once_the_write_can_land() {
+    let Some(client) = cluster::client("an_object_whose_label_write_failed").await else {
+        return;
+    };
+    cluster::install_crds(&client).await;
+    let ns = kube_fsm_tests::admission::namespace(&client, "fsm-shards-unlabelled", &[]).await;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    // Another team's policy webhook, down under Fail, refuses every metadata write of
+    // Databases here: creates go through, shard labels do not.
+    let probe = Database::sample(kube_fsm_tests::admission::PROBE);
+    let policy = kube_fsm_tests::admission::policy_webhook_down(&client, &ns, probe).await;
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let (a, a_metrics) = replica(&client, &ns, "replica-a", &ledger);
+    create(&api, "refused", 5).await;
+    let unlabelled = || a_metrics.sum("kube_fsm_unlabelled_objects", &[("machine", "Database")]);
+    let waiting = eventually(Duration::from_secs(20), || async {
+        (unlabelled() == 6.0).then_some(())
+    })
+    .await;
+    // The webhook comes back: nothing relists (the watch is healthy), the retries land.
+    policy.remove().await;
+    let objects = all_running(&api, 6).await;
+    assert_labelled(&client, &objects).await;
+    assert!(
+        waiting.is_some(),
+        "the metric counted the 6 objects waiting for a label"
+    );
+    assert_eq!(unlabelled(), 0.0);
+    a.stop().await;
+}
+
+#[tokio::test]
+async fn a_lower_shard_count_relabels_the_objects_of_shards_that_are_gone() {
+    let Some((client, ns)) = cluster::prepare("a_lower_shard_count", "fsm-shards-fewer").await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let (a, _) = replica(&client, &ns, "replica-a", &ledger);
+    create(&api, "six", 12).await;
+    let objects = all_running(&api, 12).await;
+    assert!(
+        objects
+            .iter()
+            .any(|db| { kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), SHARDS) >= 3 }),
+        "some objects are in shards 3 to 5"
+    );
+    a.stop().await;
+    // The operator comes back with 3 shards: labels 3 to 5 match no replica's selector.
+    let (b, _) = replica_of(
+        &client,
+        &ns,
+        "replica-b",
+        &ledger,
+        Duration::from_millis(30),
+        3,
+    );
+    for db in &objects {
+        api.patch(
+            &db.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "version": "17" } })),
+        )
+        .await
+        .expect("spec change");
+    }
+    let objects = all_running(&api, 12).await;
+    // Each object moved to its shard of 3 (its children keep theirs until the next apply).
+    for db in &objects {
+        let expected = kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), 3);
+        assert_eq!(
+            db.labels().get("shard.kube-fsm.io/fsm-shards"),
+            Some(&expected.to_string()),
+            "{}",
+            db.name_any()
+        );
+    }
+    b.stop().await;
 }

@@ -21,6 +21,7 @@
 //! | `kube_fsm_remembered_objects` | `machine` |
 //! | `kube_fsm_shards_held` (with [`crate::Operator::sharding`]) | `machine` |
 //! | `kube_fsm_shard_labels_written_total` | `machine` |
+//! | `kube_fsm_unlabelled_objects` (objects whose shard label write failed and is retried) | `machine` |
 //! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `held`, `migrated`, `reset`) |
 //!
 //! A `phase` or `from` label is a declared phase name, `""` for none yet, or `Unknown` for any
@@ -125,6 +126,7 @@ struct Families {
     remembered: Family<MachineLabels, Gauge>,
     shards_held: Family<MachineLabels, Gauge>,
     shard_labels: Family<MachineLabels, Counter>,
+    unlabelled: Family<MachineLabels, Gauge>,
     objects: ObjectsCollector,
 }
 
@@ -149,6 +151,7 @@ impl Default for Families {
             remembered: Family::default(),
             shards_held: Family::default(),
             shard_labels: Family::default(),
+            unlabelled: Family::default(),
             objects: ObjectsCollector::default(),
         }
     }
@@ -248,6 +251,11 @@ impl Metrics {
             "kube_fsm_shard_labels_written",
             "Objects this replica wrote the shard label on (once per object)",
             f.shard_labels.clone(),
+        );
+        r.register(
+            "kube_fsm_unlabelled_objects",
+            "Objects without a valid shard label whose label write failed and is being retried",
+            f.unlabelled.clone(),
         );
         r.register(
             "kube_fsm_connected",

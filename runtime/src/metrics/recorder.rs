@@ -211,6 +211,14 @@ impl MachineMetrics {
             .inc();
     }
 
+    /// Records how many objects wait for their shard label to be written again.
+    pub(crate) fn unlabelled(&self, objects: usize) {
+        self.families
+            .unlabelled
+            .get_or_create(&self.machine())
+            .set(i64::try_from(objects).unwrap_or(i64::MAX));
+    }
+
     /// Records an outage that lasted `took`.
     pub(crate) fn disconnected_for(&self, took: Duration) {
         self.families
