@@ -14,6 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 
+use crate::decide::Transition;
 use crate::step_plan::Veto;
 use crate::version::Versions;
 
@@ -34,6 +35,9 @@ pub(crate) struct Entry<K: Resource, P> {
     pub held: Option<(String, u32)>,
     /// An `after_transition` hook that has not succeeded yet: (from, to).
     pub owed_hook: Option<(P, P)>,
+    /// A transition whose status write was sent but not answered as landed (an error, a lost
+    /// response): settled from what the server holds on the next attempt.
+    pub intent: Option<Intent<P>>,
     /// The last stored value this controller wrote over under `drift: revert`. Finding the
     /// same value again means another writer insists (a human, another controller, or a
     /// second replica during a split brain): it is adopted, not fought over in a loop.
@@ -53,10 +57,21 @@ impl<K: Resource, P> Entry<K, P> {
             veto: None,
             held: None,
             owed_hook: None,
+            intent: None,
             reverted: None,
             holding: 0,
         }
     }
+}
+
+/// A transition being written: what it is, and the entry time its write carries (which
+/// tells this write from any other that took the object to the same phase).
+#[derive(Clone, Debug)]
+pub(crate) struct Intent<P> {
+    pub transition: Transition<P>,
+    pub entered: Option<Timestamp>,
+    /// How long the object stayed in the phase it leaves.
+    pub stayed: Option<std::time::Duration>,
 }
 
 /// The per-object memory of one controller.

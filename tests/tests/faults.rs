@@ -634,3 +634,63 @@ async fn an_object_whose_status_does_not_decode_is_skipped_and_does_not_stall_th
     );
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_status_write_whose_answer_is_lost_still_reports_its_transition() {
+    use kube_fsm_tests::lost::{LoseAnswers, Loss};
+    let Some((client, ns)) =
+        cluster::prepare("a_status_write_whose_answer_is_lost", "fsm-lost").await
+    else {
+        return;
+    };
+    // The operator's client loses the answer of each object's first status write: it lands,
+    // the operator sees a 504 for one and a reset connection for the other.
+    let answers = LoseAnswers::default();
+    answers.next_status_write("g-504", Loss::GatewayTimeout);
+    answers.next_status_write("g-reset", Loss::Reset);
+    let config = kube::Config::infer().await.expect("config");
+    let lossy = kube::client::ClientBuilder::try_from(config)
+        .expect("client stack")
+        .with_layer(&answers)
+        .build();
+    let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
+    let handler = Scripted::default();
+    let operator = Running::spawn(operator::in_namespace::<Guarded, _>(
+        &lossy,
+        &ns,
+        handler.clone(),
+    ));
+    let names = ["g-504", "g-reset"];
+    for name in names {
+        api.create(&PostParams::default(), &guarded(name, &[]))
+            .await
+            .expect("create");
+    }
+    for name in names {
+        wait_phase(&api, name, "Active").await;
+    }
+    assert_eq!(
+        answers.lost().len(),
+        2,
+        "both first writes lost their answer"
+    );
+    // Each persisted move runs its hook and records its Event, lost answer or not.
+    let first_move = ("Pending".to_owned(), "Active".to_owned());
+    let hooks = eventually(Duration::from_secs(15), || async {
+        let hooks = handler.hooks.lock().unwrap().clone();
+        hooks.get(&first_move).copied().filter(|&n| n >= 2)
+    })
+    .await;
+    assert_eq!(hooks, Some(2), "after_transition once per object");
+    for name in names {
+        let recorded = eventually(Duration::from_secs(15), || async {
+            events(&client, &ns, "Activate")
+                .await
+                .into_iter()
+                .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        })
+        .await;
+        assert!(recorded.is_some(), "no transition Event for {name}");
+    }
+    operator.stop().await;
+}

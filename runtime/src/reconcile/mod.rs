@@ -27,7 +27,7 @@ use crate::fence;
 use crate::finalizer::Gate;
 use crate::health::Health;
 use crate::machine::Phase;
-use crate::memory::Memory;
+use crate::memory::{Intent, Memory};
 use crate::metrics::{MachineMetrics, ReconcileResult};
 use crate::scope::Scoped;
 use crate::shard_label::Labeller;
@@ -377,6 +377,7 @@ where
             // Going away (held by someone else's finalizer): no more transitions.
             return Ok(Attempt::Done(None));
         }
+        self.settle(&object).await?;
         self.pay_owed_hook(&object).await?;
         if let Some(stop) = self.drift(api, &object).await? {
             return Ok(stop);
@@ -397,24 +398,69 @@ where
         };
         check_legal(&plan)?;
         let patch = serde_json::json!({ "status": patch });
-        if let Some(stop) = self.write_status(api, object, &patch).await?.into() {
-            return Ok(stop);
-        }
-        if let Some(PhaseValue::Known(phase)) = &plan.machine().phase {
-            let entered = plan.machine().entered_at();
-            self.memory
-                .with(object, |e| e.accepted = Some((*phase, entered)));
-        }
-        if let Some(transition) = &plan.transition {
-            let stayed = plan.position.entered_at.map(|t| {
+        let entered = plan.machine().entered_at();
+        let intent = plan.transition.clone().map(|transition| Intent {
+            transition,
+            entered,
+            stayed: plan.position.entered_at.map(|t| {
                 Timestamp::now()
                     .duration_since(t)
                     .try_into()
                     .unwrap_or_default()
-            });
-            self.transitioned(object, transition, stayed).await?;
+            }),
+        });
+        // Recorded before the write: a write that lands but whose answer is lost (a 504, a
+        // reset connection) still reports its transition, from the next read (see `settle`).
+        self.memory.with(object, |e| e.intent.clone_from(&intent));
+        let written = self.write_status(api, object, &patch).await?;
+        if matches!(written, Write::Gone | Write::Fenced) {
+            self.memory.with(object, |e| e.intent = None);
+        }
+        if let Some(stop) = written.into() {
+            return Ok(stop);
+        }
+        self.memory.with(object, |e| e.intent = None);
+        if let Some(PhaseValue::Known(phase)) = &plan.machine().phase {
+            self.memory
+                .with(object, |e| e.accepted = Some((*phase, entered)));
+        }
+        if let Some(intent) = intent {
+            self.transitioned(object, &intent.transition, intent.stayed)
+                .await?;
         }
         Ok(Attempt::Done(requeue))
+    }
+}
+
+impl<K, H> Engine<K, H>
+where
+    K: Reconciled<H>,
+    H: Send + Sync + 'static,
+{
+    /// Settles a transition whose write was not answered as landed: if `object` (as read now)
+    /// holds its phase with the entry time that write carried (to the second, as stored), the
+    /// write landed, and the
+    /// transition is reported (Event, metrics, `after_transition`) as if it had been answered;
+    /// otherwise it did not land and is forgotten.
+    async fn settle(&self, object: &K) -> Result<(), ReconcileError> {
+        let Some(intent) = self.memory.with(object, |e| e.intent.take()) else {
+            return Ok(());
+        };
+        let status = object.machine_status();
+        let landed = matches!(
+            status.and_then(|s| s.phase.as_ref()),
+            Some(PhaseValue::Known(phase)) if *phase == intent.transition.to
+        ) && status.and_then(|s| s.entered_at()).map(|t| t.as_second())
+            == intent.entered.map(|t| t.as_second());
+        if landed {
+            self.memory.with(object, |e| {
+                e.accepted = Some((intent.transition.to, intent.entered));
+            });
+            tracing::info!(object = %object.name_any(), to = intent.transition.to.name(), "a status write whose answer was lost had landed");
+            self.transitioned(object, &intent.transition, intent.stayed)
+                .await?;
+        }
+        Ok(())
     }
 }
 
