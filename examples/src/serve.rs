@@ -90,6 +90,11 @@ async fn respond(
                 "text/plain",
                 format!("the API server has been unreachable since {since}: {reason}\n"),
             ),
+            Connection::Refused { reason } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("the API server refuses a watch: {reason}\n"),
+            ),
         },
         _ => (
             StatusCode::NOT_FOUND,

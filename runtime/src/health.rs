@@ -1,14 +1,19 @@
-//! The connection to the API server as the controller sees it: up, or down since when and why.
-//! Watch failures mark it down; a watch event or a landed write marks it up again. Each
-//! change is logged once at warn, counted, and (when it comes back) wakes the recovery that
-//! reschedules every object that failed meanwhile, so nothing waits out a backoff grown during
-//! the outage. Also the watches' reconnect backoff.
+//! The connection to the API server as the controller sees it: up, down since when and why,
+//! or refused a watch it needs. Watch failures mark it down; a watch event or a landed write
+//! marks it up again. Each change is logged once at warn, counted, and (when it comes back)
+//! wakes the recovery that reschedules the objects whose reconcile failed for want of a
+//! connection meanwhile, so they do not wait out a backoff grown during the outage (objects
+//! whose handlers fail keep their backoff). A watch the API server refuses (401, 403: RBAC) is
+//! no outage but a configuration problem: reported once per kind (an error log, a metric,
+//! the readiness reason naming the verb and the resource) and retried at the backoff's cap.
+//! Also the watches' reconnect backoff.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::utils::Backoff;
+use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use crate::metrics::MachineMetrics;
@@ -25,6 +30,12 @@ pub enum Connection {
         /// The error that showed it.
         reason: String,
     },
+    /// The API server answers but refuses a watch this controller needs (its RBAC lacks a
+    /// verb): the watched kind's objects are not seen until that is fixed.
+    Refused {
+        /// What is refused, e.g. `cannot watch ConfigMap: configmaps is forbidden: …`.
+        reason: String,
+    },
 }
 
 #[derive(Debug)]
@@ -34,9 +45,20 @@ struct Outage {
     reason: String,
 }
 
+/// A watch the API server refuses: why, and when it last did.
+#[derive(Debug)]
+struct Refusal {
+    reason: String,
+    at: Instant,
+}
+
 #[derive(Debug)]
 struct State {
     outage: Mutex<Option<Outage>>,
+    /// Refused watches, by kind.
+    refused: Mutex<std::collections::BTreeMap<String, Refusal>>,
+    /// How long a refusal stands without being seen again (three reconnect caps).
+    refusal_lasts: Mutex<Duration>,
     /// Bumped each time the connection comes back.
     restored: watch::Sender<u64>,
     metrics: Mutex<Option<Arc<MachineMetrics>>>,
@@ -64,6 +86,8 @@ impl Default for Health {
     fn default() -> Self {
         Health(Arc::new(State {
             outage: Mutex::new(None),
+            refused: Mutex::new(std::collections::BTreeMap::new()),
+            refusal_lasts: Mutex::new(Duration::from_secs(90)),
             restored: watch::channel(0).0,
             metrics: Mutex::new(None),
         }))
@@ -71,15 +95,79 @@ impl Default for Health {
 }
 
 impl Health {
-    /// Up, or down since when and why.
+    /// Up, down since when and why, or refused a watch (the first refused kind's reason).
     pub fn status(&self) -> Connection {
-        match &*self.0.outage.lock().unwrap_or_else(PoisonError::into_inner) {
-            None => Connection::Up,
-            Some(outage) => Connection::Down {
+        if let Some(outage) = &*self.0.outage.lock().unwrap_or_else(PoisonError::into_inner) {
+            return Connection::Down {
                 since: outage.at,
                 reason: outage.reason.clone(),
-            },
+            };
         }
+        let lasts = *self
+            .0
+            .refusal_lasts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let refused = self
+            .0
+            .refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match refused.values().find(|r| r.at.elapsed() < lasts) {
+            Some(refusal) => Connection::Refused {
+                reason: refusal.reason.clone(),
+            },
+            None => Connection::Up,
+        }
+    }
+
+    /// A watch of `kind` failed with `err`. Returns whether the API server refused it (401,
+    /// 403): then the refusal is recorded for [`Health::status`] (logged the first time), and
+    /// no outage; any other failure is a lost connection.
+    pub(crate) fn watch_failed(&self, kind: &str, err: &watcher::Error) -> bool {
+        let Some(status) = refusal(err) else {
+            self.lost(err);
+            return false;
+        };
+        let verb = match err {
+            watcher::Error::InitialListFailed(_) => "list",
+            _ => "watch",
+        };
+        let reason = format!("cannot {verb} {kind}: {}", status.message);
+        let lasts = *self
+            .0
+            .refusal_lasts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut refused = self
+            .0
+            .refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let fresh = refused.get(kind).is_none_or(|r| r.at.elapsed() >= lasts);
+        if fresh {
+            tracing::error!(kind, verb, code = status.code, %reason, "the API server refuses a watch this controller needs; grant the verb in its RBAC (retried every reconnect cap)");
+        }
+        if let Some(metrics) = self.metrics() {
+            metrics.watch_refused(kind);
+        }
+        refused.insert(
+            kind.to_owned(),
+            Refusal {
+                reason,
+                at: Instant::now(),
+            },
+        );
+        true
+    }
+
+    /// Refusals stand for three of the watches' reconnect caps without being seen again.
+    pub(crate) fn refusals_last_for(&self, reconnect_max: Duration) {
+        *self
+            .0
+            .refusal_lasts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = reconnect_max * 3;
     }
 
     /// Whether the connection is up.
@@ -163,7 +251,20 @@ pub(crate) struct ReconnectBackoff {
 }
 
 const RECONNECT_BASE: Duration = Duration::from_millis(800);
-const HEALTHY_RESET: Duration = Duration::from_secs(60);
+/// How long a watch must go without a failure before its backoff starts over.
+pub(crate) const HEALTHY_RESET: Duration = Duration::from_secs(60);
+
+/// The API server's refusal (401 Unauthorized, 403 Forbidden) in a watch failure, if it is one.
+fn refusal(err: &watcher::Error) -> Option<&kube::core::Status> {
+    let status = match err {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchError(status) => status.as_ref(),
+        _ => return None,
+    };
+    matches!(status.code, 401 | 403).then_some(status)
+}
 
 impl ReconnectBackoff {
     pub fn new(max: Duration) -> Self {

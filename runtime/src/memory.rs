@@ -28,6 +28,9 @@ pub(crate) struct Entry<K: Resource, P> {
     pub accepted: Option<(P, Option<Timestamp>)>,
     /// Consecutive failed reconciles (for the per-object backoff).
     pub failures: u32,
+    /// Whether the last failure was for want of a connection (the recovery reschedules only
+    /// those when the connection comes back; a handler's failure keeps its backoff).
+    pub disconnected: bool,
     /// The last veto (remembered so its Warning Event is published once per distinct veto),
     /// and how many steps in a row were vetoed (for the timeout's retry backoff).
     pub veto: Option<(Veto<P>, u32)>,
@@ -54,6 +57,7 @@ impl<K: Resource, P> Entry<K, P> {
             versions: Versions::default(),
             accepted: None,
             failures: 0,
+            disconnected: false,
             veto: None,
             held: None,
             owed_hook: None,
@@ -129,11 +133,11 @@ impl<K: Resource<DynamicType = ()>, P> Memory<K, P> {
         }
     }
 
-    /// The objects whose last reconcile failed.
-    pub fn failing(&self) -> Vec<ObjectRef<K>> {
+    /// The objects whose last reconcile failed for want of a connection.
+    pub fn disconnected(&self) -> Vec<ObjectRef<K>> {
         self.lock()
             .values()
-            .filter(|e| e.failures > 0)
+            .filter(|e| e.failures > 0 && e.disconnected)
             .map(|e| e.key.clone())
             .collect()
     }

@@ -5,6 +5,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
@@ -13,6 +14,7 @@ use kube::{Client, Resource};
 
 use crate::cache::{Cache, Watched};
 use crate::context::Caches;
+use crate::health::Health;
 use crate::watch;
 
 /// Names the objects of `K` to reconcile when an object of another kind changes.
@@ -22,8 +24,19 @@ type Mapper<K, R> = Box<dyn Fn(&R) -> Vec<ObjectRef<K>> + Send + Sync>;
 type Selector = Option<tokio::sync::watch::Receiver<Option<String>>>;
 
 /// Adds one kind's watch to a controller.
-type Wiring<K> =
-    Box<dyn FnOnce(Controller<K>, &Client, Option<&str>, &Selector) -> Controller<K> + Send>;
+type Wiring<K> = Box<dyn FnOnce(Controller<K>, &Wire<'_>) -> Controller<K> + Send>;
+
+/// What every watch is wired with.
+pub(crate) struct Wire<'a> {
+    pub client: &'a Client,
+    pub namespace: Option<&'a str>,
+    /// With sharding: the served shards' label selector.
+    pub shards: &'a Selector,
+    /// Where each watch reports its failures (see [`watch::paced`]).
+    pub health: &'a Health,
+    /// The longest wait before a failed watch starts again.
+    pub reconnect_max: Duration,
+}
 
 /// What the operator asked of one kind `R`.
 struct Source<K: Resource, R> {
@@ -77,15 +90,9 @@ where
     /// Adds every watch to `controller`. With sharding (`shards`, the served shards' label
     /// selector), a kind that is only owned is watched for the served shards' children only
     /// (they carry their owner's shard label); a kind watched through mappers is watched whole.
-    pub(crate) fn wire(
-        self,
-        mut controller: Controller<K>,
-        client: &Client,
-        namespace: Option<&str>,
-        shards: &Selector,
-    ) -> Controller<K> {
+    pub(crate) fn wire(self, mut controller: Controller<K>, with: &Wire<'_>) -> Controller<K> {
         for wire in self.wiring {
-            controller = wire(controller, client, namespace, shards);
+            controller = wire(controller, with);
         }
         controller
     }
@@ -136,42 +143,41 @@ where
     K: Watched,
     R: Watched,
 {
-    Box::new(
-        move |controller: Controller<K>, client: &Client, namespace, shards: &Selector| {
-            let taken = shared.lock().unwrap_or_else(PoisonError::into_inner).take();
-            let Some(Source {
-                config,
-                owners,
-                mappers,
-            }) = taken
-            else {
-                return controller;
-            };
-            let api = R::api_in::<R>(client.clone(), namespace);
-            let events = match shards {
-                Some(served) if owners && mappers.is_empty() => {
-                    let unlisted = cache.clone();
-                    watch::selected(api, config, served.clone(), move || unlisted.unlisted())
-                        .boxed()
+    Box::new(move |controller: Controller<K>, with: &Wire<'_>| {
+        let taken = shared.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let Some(Source {
+            config,
+            owners,
+            mappers,
+        }) = taken
+        else {
+            return controller;
+        };
+        let api = R::api_in::<R>(with.client.clone(), with.namespace);
+        let events = match with.shards {
+            Some(served) if owners && mappers.is_empty() => {
+                let unlisted = cache.clone();
+                watch::selected(api, config, served.clone(), move || unlisted.unlisted()).boxed()
+            }
+            _ => watcher::watcher(api, config).boxed(),
+        };
+        let kind = R::kind(&()).into_owned();
+        let events = watch::paced(events, kind, with.health.clone(), with.reconnect_max);
+        controller.watches_stream(
+            watch::cached(events, cache),
+            move |object: R| -> Vec<ObjectRef<K>> {
+                let mut targets = if owners {
+                    owners_of::<K, R>(&object)
+                } else {
+                    Vec::new()
+                };
+                for mapper in &mappers {
+                    targets.extend(mapper(&object));
                 }
-                _ => watcher::watcher(api, config).boxed(),
-            };
-            controller.watches_stream(
-                watch::cached(events, cache),
-                move |object: R| -> Vec<ObjectRef<K>> {
-                    let mut targets = if owners {
-                        owners_of::<K, R>(&object)
-                    } else {
-                        Vec::new()
-                    };
-                    for mapper in &mappers {
-                        targets.extend(mapper(&object));
-                    }
-                    targets
-                },
-            )
-        },
-    )
+                targets
+            },
+        )
+    })
 }
 
 /// The objects of `K` among `object`'s ownerReferences.

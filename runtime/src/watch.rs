@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::ObjectMeta;
@@ -20,8 +21,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use crate::cache::{Cache, Watched};
-use crate::health::Health;
+use crate::health::{HEALTHY_RESET, Health, ReconnectBackoff};
 use crate::metrics::MachineMetrics;
+use kube::runtime::utils::Backoff as _;
 
 /// An object as the watch delivered it: decoded, or not (with its metadata, if readable).
 #[derive(Clone, Debug)]
@@ -209,7 +211,6 @@ pub(crate) fn objects<K>(
     events: impl Stream<Item = Result<watcher::Event<Lenient<K>>, watcher::Error>> + Send + 'static,
     writer: Writer<K>,
     metrics: Arc<MachineMetrics>,
-    health: Health,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Watched,
@@ -218,18 +219,60 @@ where
         metrics,
         seen: Mutex::new(HashSet::new()),
     };
-    // No backoff here: the controller backs off on the errors of every watch it runs.
     let events = events.filter_map(move |event| {
         let event = match event {
-            Ok(event) => {
-                health.restored();
-                decoded(event, &reporter).map(Ok)
-            }
+            Ok(event) => decoded(event, &reporter).map(Ok),
             Err(err) => Some(Err(err)),
         };
         std::future::ready(event)
     });
     listed_after_swap(reflector(writer, events))
+}
+
+/// The events of one watch, its failures handled here rather than by the controller (so one
+/// failing watch never pauses the others): each is reported to `health` — a refusal (401,
+/// 403: RBAC) as a configuration problem of `kind`, anything else as a lost connection — and
+/// waited out before the watch is polled again: the reconnect backoff (reset only once the
+/// watch has gone [`HEALTHY_RESET`] without a failure, not by the list that precedes each
+/// failing watch), or its cap at once for a refusal. Each event tells `health` the API server
+/// answers. The stream yields no errors.
+pub(crate) fn paced<E>(
+    events: impl Stream<Item = Result<E, watcher::Error>> + Send + 'static,
+    kind: String,
+    health: Health,
+    max: Duration,
+) -> impl Stream<Item = Result<E, watcher::Error>> + Send + 'static
+where
+    E: Send + 'static,
+{
+    let state = (events.boxed(), ReconnectBackoff::new(max), None::<Instant>);
+    futures::stream::unfold(state, move |(mut events, mut backoff, mut failed)| {
+        let (kind, health) = (kind.clone(), health.clone());
+        async move {
+            loop {
+                match events.next().await? {
+                    Ok(event) => {
+                        health.restored();
+                        if failed.is_some_and(|at| at.elapsed() > HEALTHY_RESET) {
+                            backoff.reset();
+                            failed = None;
+                        }
+                        return Some((Ok(event), (events, backoff, failed)));
+                    }
+                    Err(err) => {
+                        let delay = if health.watch_failed(&kind, &err) {
+                            max
+                        } else {
+                            backoff.next().unwrap_or(max)
+                        };
+                        failed = Some(Instant::now());
+                        tracing::debug!(kind, %err, ?delay, "watch failed; starting again after a backoff");
+                        tokio::time::sleep(delay).await;
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// The objects to reconcile from the events of a reflector: each applied object, and the

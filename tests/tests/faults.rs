@@ -694,3 +694,137 @@ async fn a_status_write_whose_answer_is_lost_still_reports_its_transition() {
     }
     operator.stop().await;
 }
+
+/// A client of the test cluster acting as `user`, whose RBAC in `ns` is `rules` (a Role and
+/// its RoleBinding, made by the admin `client`).
+async fn limited_client(
+    client: &kube::Client,
+    ns: &str,
+    user: &str,
+    rules: serde_json::Value,
+) -> kube::Client {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let role: Role = serde_json::from_value(json!({
+        "metadata": { "name": user, "namespace": ns },
+        "rules": rules,
+    }))
+    .expect("role");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": user, "namespace": ns },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
+    }))
+    .expect("binding");
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create role");
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("create binding");
+    let mut config = kube::Config::infer().await.expect("config");
+    config.auth_info.impersonate = Some(user.to_owned());
+    kube::Client::try_from(config).expect("impersonating client")
+}
+
+#[tokio::test]
+async fn a_forbidden_watch_is_reported_once_and_retried_at_the_cap_while_handlers_back_off() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let Some((client, ns)) = cluster::prepare("a_forbidden_watch", "fsm-forbidden").await else {
+        return;
+    };
+    // The operator may list ConfigMaps but not watch them (an RBAC slip).
+    let user = format!("{ns}-operator");
+    let limited = limited_client(
+        &client,
+        &ns,
+        &user,
+        json!([
+            { "apiGroups": ["fsm.example.com"], "resources": ["guardeds", "guardeds/status"],
+              "verbs": ["get", "list", "watch", "patch", "update"] },
+            { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"] },
+            { "apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+              "verbs": ["create", "patch", "update", "get"] },
+        ]),
+    )
+    .await;
+    let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
+    let recorded = Recorded::default();
+    // The default backoff: 0.5 s doubling; the reconnect cap 30 s.
+    let operator = kube_fsm::Operator::<Guarded, _>::new(limited, Scripted::default())
+        .namespace(&ns)
+        .owns::<ConfigMap>(kube::runtime::watcher::Config::default())
+        .metrics(recorded.metrics());
+    let health = operator.health();
+    let operator = Running::spawn(operator);
+    const OBJECTS: usize = 100;
+    for i in 0..OBJECTS {
+        api.create(
+            &PostParams::default(),
+            &guarded(&format!("g-{i}"), &[("fail", "always")]),
+        )
+        .await
+        .expect("create");
+    }
+    // Failed watch attempts, as the operator counts them (refusals, and any other failure).
+    let refused = || async {
+        recorded.sum("kube_fsm_watch_refusals_total", &[("machine", "Guarded")])
+            + recorded.sum("kube_fsm_watch_restarts_total", &[("machine", "Guarded")])
+    };
+    // Failed reconciles: the failing objects' only.
+    let reconciles = || {
+        recorded.sum(
+            "controller_runtime_reconcile_errors_total",
+            &[("controller", "guarded")],
+        )
+    };
+    // Meanwhile the cluster is busy: another object changes four times a second, so the
+    // operator's own watch delivers events all along.
+    api.create(&PostParams::default(), &guarded("busy", &[]))
+        .await
+        .expect("create");
+    let busy = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            for i in 0..200 {
+                let touch = json!({ "metadata": { "annotations": { "touched": i.to_string() } } });
+                let _ = api
+                    .patch("busy", &PatchParams::default(), &Patch::Merge(&touch))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (refused_before, reconciles_before) = (refused().await, reconciles());
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    busy.abort();
+    let (watches, per_object) = (
+        refused().await - refused_before,
+        (reconciles() - reconciles_before) / OBJECTS as f64,
+    );
+    eprintln!("in 30 s: {watches} refused watches, {per_object:.1} reconciles per object");
+    // The reconnect cap is 30 s: one or two attempts in 30 s, not one every second.
+    assert!(watches <= 2.0, "{watches} refused watches in 30 s");
+    // The handlers' backoff (0.5 s doubling, from 5 s on: about 3 retries in 30 s).
+    assert!(
+        per_object <= 5.0,
+        "{per_object} reconciles per object in 30 s"
+    );
+    match health.status() {
+        kube_fsm::Connection::Refused { reason } => {
+            assert!(reason.contains("cannot watch ConfigMap"), "{reason}");
+        }
+        other => panic!("readiness should name the refused watch, not {other:?}"),
+    }
+    let refusals = recorded.sum(
+        "kube_fsm_watch_refusals_total",
+        &[("machine", "Guarded"), ("kind", "ConfigMap")],
+    );
+    assert!(
+        (1.0..=4.0).contains(&refusals),
+        "{refusals} refusals counted"
+    );
+    operator.stop().await;
+}

@@ -16,6 +16,7 @@ use crate::pace::Pace;
 use crate::reconcile::{Engine, Reconciled};
 use crate::shard_label::Labeller;
 use crate::shards::Shards;
+use crate::sources::Wire;
 use crate::watch::{self, Lenient};
 
 type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
@@ -108,20 +109,34 @@ where
         let api = K::api_in::<Lenient<K>>(self.client.clone(), namespace);
         let (reader, writer) = reflector::store::<K>();
         self.health.record_into(self.metrics.clone());
+        self.health.refusals_last_for(self.config.reconnect_max);
         let events = match &shards {
             // The controller's own store needs no gate: objects are triggered once listed.
             Some(shards) => watch::selected(api, self.watcher, shards.selector(), || {}).boxed(),
             None => watcher::watcher(api, self.watcher).boxed(),
         };
-        let objects = watch::objects(events, writer, self.metrics.clone(), self.health.clone());
+        let reconnect_max = self.config.reconnect_max;
+        let events = watch::paced(
+            events,
+            K::kind(&()).into_owned(),
+            self.health.clone(),
+            reconnect_max,
+        );
+        let objects = watch::objects(events, writer, self.metrics.clone());
+        // Each watch waits out its own failures (`watch::paced`): none reaches the controller,
+        // so its trigger backoff never pauses the other watches.
         let mut controller = Controller::for_stream(objects, reader)
             .with_config(controller::Config::default().concurrency(self.concurrency))
-            .trigger_backoff(ReconnectBackoff::new(self.config.reconnect_max));
+            .trigger_backoff(ReconnectBackoff::new(reconnect_max));
         controller = self.sources.wire(
             controller,
-            &self.client,
-            namespace,
-            &shards.as_ref().map(|s| s.selector()),
+            &Wire {
+                client: &self.client,
+                namespace,
+                shards: &shards.as_ref().map(|s| s.selector()),
+                health: &self.health,
+                reconnect_max,
+            },
         );
         let _ = self.store.set(controller.store());
         let labeller = shards.map(|shards| Labeller {

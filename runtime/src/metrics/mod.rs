@@ -22,6 +22,7 @@
 //! | `kube_fsm_shards_held` (with [`crate::Operator::sharding`]) | `machine` |
 //! | `kube_fsm_shard_labels_written_total` | `machine` |
 //! | `kube_fsm_unlabelled_objects` (objects whose shard label write failed and is retried) | `machine` |
+//! | `kube_fsm_watch_refusals_total` (a watch the API server refused: 401, 403) | `machine`, `kind` |
 //! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `held`, `migrated`, `reset`) |
 //!
 //! A `phase` or `from` label is a declared phase name, `""` for none yet, or `Unknown` for any
@@ -91,6 +92,12 @@ struct EdgeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    machine: &'static str,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DriftLabels {
     machine: &'static str,
     action: &'static str,
@@ -127,6 +134,7 @@ struct Families {
     shards_held: Family<MachineLabels, Gauge>,
     shard_labels: Family<MachineLabels, Counter>,
     unlabelled: Family<MachineLabels, Gauge>,
+    watch_refusals: Family<KindLabels, Counter>,
     objects: ObjectsCollector,
 }
 
@@ -152,6 +160,7 @@ impl Default for Families {
             shards_held: Family::default(),
             shard_labels: Family::default(),
             unlabelled: Family::default(),
+            watch_refusals: Family::default(),
             objects: ObjectsCollector::default(),
         }
     }
@@ -251,6 +260,11 @@ impl Metrics {
             "kube_fsm_shard_labels_written",
             "Objects this replica wrote the shard label on (once per object)",
             f.shard_labels.clone(),
+        );
+        r.register(
+            "kube_fsm_watch_refusals",
+            "Watches the API server refused (401, 403: a verb missing from the RBAC), by kind",
+            f.watch_refusals.clone(),
         );
         r.register(
             "kube_fsm_unlabelled_objects",

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    ControllerLabels, DriftLabels, EdgeLabels, Families, MachineLabels, PhaseLabels, ResultLabels,
+    ControllerLabels, DriftLabels, EdgeLabels, Families, KindLabels, MachineLabels, PhaseLabels,
+    ResultLabels,
 };
 use crate::machine::Phase;
 use crate::status::PhaseValue;
@@ -208,6 +209,17 @@ impl MachineMetrics {
         self.families
             .shard_labels
             .get_or_create(&self.machine())
+            .inc();
+    }
+
+    /// Records a watch of `kind` the API server refused.
+    pub(crate) fn watch_refused(&self, kind: &str) {
+        self.families
+            .watch_refusals
+            .get_or_create(&KindLabels {
+                machine: self.machine,
+                kind: kind.to_owned(),
+            })
             .inc();
     }
 

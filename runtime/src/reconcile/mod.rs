@@ -276,6 +276,7 @@ where
     pub fn error_policy(object: Arc<K>, error: &ReconcileError, engine: Arc<Self>) -> Action {
         let failures = engine.memory.with(&object, |e| {
             e.failures = e.failures.saturating_add(1);
+            e.disconnected = error.is_connection();
             e.failures
         });
         let mut delay = engine.config.backoff.jittered(failures);
@@ -299,8 +300,9 @@ where
     }
 
     /// Objects to reconcile again when the connection comes back: every object whose last
-    /// reconcile failed, at most `RECOVERY_BATCH` every 100 ms so the recovery does not itself
-    /// overload the API server.
+    /// reconcile failed for want of a connection (a handler's failure keeps its backoff), at
+    /// most `RECOVERY_BATCH` every 100 ms so the recovery does not itself overload the API
+    /// server.
     pub(crate) fn recovery(
         self: Arc<Self>,
     ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
@@ -317,7 +319,7 @@ where
                         return Some((next, (engine, queue, sent)));
                     }
                     engine.health.wait_restored().await;
-                    queue.extend(engine.memory.failing());
+                    queue.extend(engine.memory.disconnected());
                     tracing::info!(
                         objects = queue.len(),
                         "rescheduling the objects that failed during the outage"
