@@ -29,12 +29,20 @@ pub const OWNER_INDEX: &str = "kube-fsm/owner-uid";
 /// What an index derives from an object: the keys it is found under.
 pub type IndexFn<R> = Arc<dyn Fn(&R) -> Vec<String> + Send + Sync>;
 
+/// Deleted objects by place: their UID and last cached resourceVersion.
+type Tombstones<R> = HashMap<ObjectRef<R>, (Option<String>, Option<String>)>;
+
 /// A read-only cache of the objects of one watched resource type, with indexes. Handlers get it
 /// from [`crate::Step::cache`]; the operator fills it from its watch (see
 /// [`crate::Operator::owns`] and [`crate::Operator::watches`]).
 pub struct Cache<R: Resource<DynamicType = ()> + Clone + 'static> {
     store: Store<R>,
+    /// The store's writer; also held across each event's version check, so two writers (a
+    /// step's own write and a watch event) cannot interleave between check and write.
     writer: Mutex<Writer<R>>,
+    /// Objects this operator deleted, by place: their UID and last cached version, so that an
+    /// older event of theirs still on its way does not bring them back.
+    forgotten: Mutex<Tombstones<R>>,
     /// Whether the first list has been applied. (Not the store's own readiness: it wakes only
     /// the last of several concurrent waiters.)
     listed: tokio::sync::watch::Sender<bool>,
@@ -146,6 +154,7 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
         Cache {
             store,
             writer: Mutex::new(writer),
+            forgotten: Mutex::new(HashMap::new()),
             listed: tokio::sync::watch::Sender::new(false),
             indexes: RwLock::new(HashMap::from([(OWNER_INDEX, Index::new(owner))])),
         }
@@ -180,20 +189,21 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
     /// the cached one (by comparable resourceVersions) is ignored: the cache already holds a
     /// write of this operator that the watch has not delivered yet (see [`Cache::remember`]).
     pub(crate) fn apply(&self, event: &watcher::Event<R>) {
+        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         if let watcher::Event::Apply(object) = event
-            && let Some(cached) = self.store.get(&ObjectRef::from_obj(object))
-            && let (Some(incoming), Some(held)) = (
-                object.meta().resource_version.as_deref(),
-                cached.meta().resource_version.as_deref(),
-            )
-            && crate::version::compare(incoming, held) == Some(std::cmp::Ordering::Less)
+            && (self.is_older(object) || self.was_forgotten(object))
         {
             return;
         }
-        self.writer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .apply_watcher_event(event);
+        match event {
+            // A relist, or the object's own deletion, says what is there: no tombstone needed.
+            watcher::Event::Delete(object) => {
+                self.tombstones().remove(&ObjectRef::from_obj(object));
+            }
+            watcher::Event::Init => self.tombstones().clear(),
+            _ => {}
+        }
+        writer.apply_watcher_event(event);
         for index in self
             .indexes
             .write()
@@ -214,11 +224,55 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
         self.apply(&watcher::Event::Apply(object));
     }
 
-    /// Drops an object this operator just deleted from the cache, before its watch event comes.
+    /// Drops an object this operator just deleted from the cache, before its watch event comes,
+    /// and keeps it out until its deletion event or the next list: an event of its older
+    /// versions still on its way is ignored (a newer one, of the object terminating, is not).
     pub(crate) fn forget(&self, name: &str, namespace: Option<&str>) {
         if let Some(object) = self.get(name, namespace) {
+            let meta = object.meta();
+            let tombstone = (meta.uid.clone(), meta.resource_version.clone());
             self.apply(&watcher::Event::Delete(object.as_ref().clone()));
+            self.tombstones()
+                .insert(ObjectRef::from_obj(object.as_ref()), tombstone);
         }
+    }
+
+    fn tombstones(&self) -> std::sync::MutexGuard<'_, Tombstones<R>> {
+        self.forgotten
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `object` is older (by comparable resourceVersions) than the cached one.
+    fn is_older(&self, object: &R) -> bool {
+        let Some(cached) = self.store.get(&ObjectRef::from_obj(object)) else {
+            return false;
+        };
+        matches!(
+            (
+                object.meta().resource_version.as_deref(),
+                cached.meta().resource_version.as_deref(),
+            ),
+            (Some(incoming), Some(held))
+                if crate::version::compare(incoming, held) == Some(std::cmp::Ordering::Less)
+        )
+    }
+
+    /// Whether `object` is a version, not newer than the one deleted, of an object this
+    /// operator deleted.
+    fn was_forgotten(&self, object: &R) -> bool {
+        let tombstones = self.tombstones();
+        let Some((uid, version)) = tombstones.get(&ObjectRef::from_obj(object)) else {
+            return false;
+        };
+        let meta = object.meta();
+        uid == &meta.uid
+            && match (meta.resource_version.as_deref(), version.as_deref()) {
+                (Some(incoming), Some(deleted)) => {
+                    crate::version::compare(incoming, deleted) != Some(std::cmp::Ordering::Greater)
+                }
+                _ => true,
+            }
     }
 
     /// The object `name` in `namespace` (`None` for cluster-scoped objects).
@@ -386,6 +440,24 @@ mod tests {
         assert_eq!(cache.owned_by("u1").len(), 1, "a newer one does");
         cache.forget("a", Some("ns"));
         assert!(cache.get("a", Some("ns")).is_none());
+        cache.apply(&watcher::Event::Apply(versioned("11", "u1")));
+        assert!(
+            cache.get("a", Some("ns")).is_none(),
+            "an event still on its way does not bring a deleted object back"
+        );
+        cache.apply(&watcher::Event::Apply(versioned("12", "u1")));
+        assert!(
+            cache.get("a", Some("ns")).is_some(),
+            "a newer version (the object terminating) is what is there"
+        );
+        cache.forget("a", Some("ns"));
+        let mut again = versioned("13", "u1");
+        again.metadata.uid = Some("another".into());
+        cache.apply(&watcher::Event::Apply(again));
+        assert!(
+            cache.get("a", Some("ns")).is_some(),
+            "a new object of the same name is not the deleted one"
+        );
     }
 
     #[tokio::test]

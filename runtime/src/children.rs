@@ -118,6 +118,16 @@ impl<K: StateMachine> Step<K> {
         if meta.namespace.is_none() {
             meta.namespace.clone_from(&self.object.namespace);
         }
+        // Kubernetes garbage-collects a child whose owner is in another namespace (as
+        // absent): applying one would create it again on every step.
+        if let Some(owner_namespace) = &self.object.namespace
+            && meta.namespace.as_ref() != Some(owner_namespace)
+        {
+            return Err(ContextError::ForeignNamespace {
+                child: meta.namespace.clone().unwrap_or_default(),
+                owner: owner_namespace.clone(),
+            });
+        }
         let references = meta.owner_references.get_or_insert_with(Vec::new);
         references.retain(|r| r.uid != owner.uid);
         references.push(owner);

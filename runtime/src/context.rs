@@ -44,6 +44,17 @@ pub enum ContextError {
     /// The object has no UID yet (it was never stored), so nothing can name it as owner.
     #[error("the object has no uid, so it cannot own a child")]
     NoOwner,
+    /// A child of a namespaced object must live in its owner's namespace (the garbage
+    /// collector deletes one whose owner it cannot find there).
+    #[error(
+        "a child in namespace {child:?} cannot be owned by an object in namespace {owner:?}: leave the child's namespace unset or set it to the owner's"
+    )]
+    ForeignNamespace {
+        /// The child's namespace (empty: cluster-scoped).
+        child: String,
+        /// The owner's namespace.
+        owner: String,
+    },
     /// Not sent: this replica no longer holds the object's shard (it was given up or its
     /// renewal is late; see [`crate::Operator::sharding`]). The reconcile's outcome is
     /// dropped and the shard's holder reconciles the object.

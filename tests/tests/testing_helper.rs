@@ -257,3 +257,20 @@ async fn a_rate_limit_that_lets_nothing_through_is_refused_by_the_builder() {
     }
     assert!(operator().rate_limit(0.5, 1).is_ok());
 }
+
+#[tokio::test]
+async fn a_child_in_another_namespace_than_its_owner_is_refused_before_any_request() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let mut owner = db();
+    owner.metadata.namespace = Some("team-a".into());
+    owner.metadata.uid = Some("uid-1".into());
+    let step = Step::<Database>::new(&owner, Timestamp::now(), testing::no_cluster());
+    let mut child = ConfigMap::default();
+    child.metadata.name = Some("config".into());
+    child.metadata.namespace = Some("team-b".into());
+    let refused = step.apply(child).await.expect_err("refused");
+    assert!(
+        matches!(&refused, kube_fsm::ContextError::ForeignNamespace { child, owner } if child == "team-b" && owner == "team-a"),
+        "{refused}"
+    );
+}
