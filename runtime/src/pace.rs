@@ -2,11 +2,16 @@
 //!
 //! Two mechanisms, as TCP's congestion control and client-go's client-side rate limiter:
 //! - an adaptive limit on reconciles in flight (AIMD): it halves when the API server signals
-//!   overload (429 Too Many Requests, 5xx other than an admission webhook the API server could
-//!   not call: see [`webhook_unreachable`]), at most once per [`COOL_DOWN`], and grows by one
-//!   per `limit` reconciles that succeed, back up to the configured concurrency. A 429's
-//!   `Retry-After` (the Status' `details.retryAfterSeconds`) pauses every new reconcile until
-//!   it has passed;
+//!   *sustained* overload — the last [`OVERLOAD_RUN`] reconciles in a row, or at least 60 % of
+//!   the last [`OVERLOAD_SAMPLES`] (none older than [`OVERLOAD_WINDOW`]; each cut needs fresh
+//!   evidence), ended in 429 Too Many Requests
+//!   or a 5xx other than an admission webhook the API server could not call (see
+//!   [`webhook_unreachable`]) — at most once per [`COOL_DOWN`], and grows by one per `limit`
+//!   reconciles that succeed, back up to the configured concurrency. Once overload is
+//!   sustained, and until a reconcile succeeds, a 429's `Retry-After` (the Status'
+//!   `details.retryAfterSeconds`) also pauses every new reconcile until it has passed. A flaky server's sparse errors do neither: each delays
+//!   only its own object, by its backoff and at least the server's `Retry-After` (as client-go
+//!   retries that one request);
 //! - optionally, a token bucket on the engine's and the steps' writes (status and metadata
 //!   patches, applies, deletes, Events): at most `per_second` on average, `burst` at once.
 //!
@@ -23,8 +28,49 @@ use tokio::time::Instant;
 /// arrive together and must cut the limit once, not once per request.
 pub const COOL_DOWN: Duration = Duration::from_millis(500);
 
+/// How many of the last reconciles' outcomes tell sustained overload from sparse errors.
+pub const OVERLOAD_SAMPLES: usize = 20;
+/// Outcomes older than this no longer count.
+pub const OVERLOAD_WINDOW: Duration = Duration::from_secs(10);
 /// The longest pause a `Retry-After` may impose (a server asking for more is still retried).
 const MAX_PAUSE: Duration = Duration::from_secs(60);
+/// The share of overloaded outcomes among the last ones that is sustained overload.
+const OVERLOAD_SHARE: f64 = 0.6;
+/// As many overloaded outcomes in a row are sustained overload too (sooner than the share:
+/// one reconcile in three failing at random makes such a run once in 15 000 outcomes).
+pub const OVERLOAD_RUN: usize = 8;
+
+/// The outcomes of the last reconciles (overloaded or not), newest last.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcomes(std::collections::VecDeque<(Instant, bool)>);
+
+impl Outcomes {
+    /// Records one outcome at `now`; returns whether the server is overloaded *now*: this
+    /// outcome was, and so were the last [`OVERLOAD_RUN`], or at least 60 % of the last
+    /// [`OVERLOAD_SAMPLES`] (all within [`OVERLOAD_WINDOW`]).
+    pub fn record(&mut self, now: Instant, overloaded: bool) -> bool {
+        self.0.push_back((now, overloaded));
+        while self.0.len() > OVERLOAD_SAMPLES
+            || self
+                .0
+                .front()
+                .is_some_and(|(at, _)| now.saturating_duration_since(*at) > OVERLOAD_WINDOW)
+        {
+            self.0.pop_front();
+        }
+        let bad = self.0.iter().filter(|(_, o)| *o).count();
+        let run = self.0.iter().rev().take_while(|(_, o)| *o).count();
+        overloaded
+            && (run >= OVERLOAD_RUN
+                || (self.0.len() >= OVERLOAD_SAMPLES
+                    && bad as f64 >= OVERLOAD_SHARE * self.0.len() as f64))
+    }
+
+    /// Forgets every outcome: a cut has used their evidence, the next needs its own.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
 
 /// The adaptive limit on reconciles in flight: additive increase, multiplicative decrease.
 #[derive(Clone, Debug, PartialEq)]
@@ -126,9 +172,15 @@ pub struct Pace {
 #[derive(Debug)]
 struct State {
     aimd: Aimd,
+    outcomes: Outcomes,
+    /// Sustained overload was seen and no reconcile has succeeded since: every overloaded
+    /// outcome counts (cuts, pauses) until one does.
+    overloaded: bool,
     in_flight: usize,
     paused_until: Option<Instant>,
     writes: Option<Bucket>,
+    /// Where the limit is reported (`kube_fsm_concurrency_limit`).
+    metrics: Option<std::sync::Arc<crate::metrics::MachineMetrics>>,
 }
 
 impl Default for Pace {
@@ -145,9 +197,12 @@ impl Pace {
         Pace {
             state: Mutex::new(State {
                 aimd: Aimd::new(concurrency),
+                outcomes: Outcomes::default(),
+                overloaded: false,
                 in_flight: 0,
                 paused_until: None,
                 writes: writes.map(|(rate, burst)| Bucket::new(rate, burst, Instant::now())),
+                metrics: None,
             }),
             freed: Notify::new(),
         }
@@ -159,13 +214,27 @@ impl Pace {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Reports the limit into `metrics` from now on.
+    pub(crate) fn with_metrics(
+        self,
+        metrics: std::sync::Arc<crate::metrics::MachineMetrics>,
+    ) -> Self {
+        {
+            let mut state = self.state();
+            metrics.concurrency_limit(state.aimd.limit());
+            state.metrics = Some(metrics);
+        }
+        self
+    }
+
     /// The current limit on reconciles in flight.
     #[cfg(test)]
     pub fn limit(&self) -> usize {
         self.state().aimd.limit()
     }
 
-    /// Waits for a place among the reconciles in flight (and out any `Retry-After` pause).
+    /// Waits for a place among the reconciles in flight (and out a sustained overload's
+    /// `Retry-After` pause).
     pub async fn reconcile(&self) -> Slot<'_> {
         loop {
             let freed = self.freed.notified();
@@ -202,26 +271,38 @@ impl Pace {
         }
     }
 
-    /// A reconcile ended: `Some(retry_after)` when the API server signalled overload (with
-    /// its `Retry-After`, if any), `None` when it did not.
+    /// A reconcile ended: `Some(retry_after)` when the API server signalled overload (its
+    /// `Retry-After` delays that object only, in the error policy), `None` when it did not.
     pub fn ended(&self, overload: Option<Option<Duration>>) {
         let mut state = self.state();
-        match overload {
-            None => state.aimd.succeeded(),
-            Some(retry_after) => {
-                let now = Instant::now();
-                let in_flight = state.in_flight;
-                if state.aimd.overloaded(in_flight, now) {
-                    tracing::info!(
-                        limit = state.aimd.limit(),
-                        "the API server signals overload: fewer reconciles at once"
-                    );
-                }
-                if let Some(after) = retry_after {
-                    let until = now + after.min(MAX_PAUSE);
-                    state.paused_until = state.paused_until.max(Some(until));
-                }
+        let now = Instant::now();
+        let before = state.aimd.limit();
+        let sustained = state.outcomes.record(now, overload.is_some());
+        if overload.is_none() {
+            state.aimd.succeeded();
+            state.overloaded = false;
+        } else if sustained || state.overloaded {
+            state.overloaded = true;
+            let in_flight = state.in_flight;
+            // Each cut needs evidence of its own (the outcomes start afresh); the pauses
+            // follow every refusal until a reconcile succeeds.
+            if sustained && state.aimd.overloaded(in_flight, now) {
+                state.outcomes.clear();
+                tracing::info!(
+                    limit = state.aimd.limit(),
+                    "the API server signals sustained overload: fewer reconciles at once"
+                );
             }
+            if let Some(Some(after)) = overload {
+                let until = now + after.min(MAX_PAUSE);
+                state.paused_until = state.paused_until.max(Some(until));
+            }
+        }
+        let limit = state.aimd.limit();
+        if limit != before
+            && let Some(metrics) = &state.metrics
+        {
+            metrics.concurrency_limit(limit);
         }
     }
 }
@@ -349,7 +430,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn slots_wait_for_the_limit_and_a_retry_after_pauses_everyone() {
+    async fn slots_wait_for_the_limit_and_one_retry_after_pauses_nobody() {
         let pace = Pace::new(Some(2), None);
         let a = pace.reconcile().await;
         let _b = pace.reconcile().await;
@@ -360,14 +441,39 @@ mod tests {
             .await
             .expect("a freed slot is taken");
         drop(c);
-        pace.ended(Some(Some(Duration::from_millis(300))));
-        assert_eq!(pace.limit(), 1);
-        let started = Instant::now();
-        drop(_b);
-        let _d = pace.reconcile().await;
+        pace.ended(Some(Some(Duration::from_secs(30))));
+        assert_eq!(pace.limit(), 2, "one 429 is no sustained overload");
+        tokio::time::timeout(Duration::from_millis(50), pace.reconcile())
+            .await
+            .expect("its Retry-After delays its own object only");
+    }
+
+    #[test]
+    fn only_sustained_overload_counts() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // A flaky server: one request in five refused, at random, over many outcomes.
+        let mut flaky = Outcomes::default();
+        let mut rng = fastrand::Rng::with_seed(7);
+        let cuts = (0..2_000)
+            .filter(|i| flaky.record(at(i * 5), rng.f64() < 0.2))
+            .count();
+        assert!(cuts <= 5, "{cuts} cuts for 20 % sparse errors");
+        // An overloaded one: most requests refused.
+        let mut overloaded = Outcomes::default();
+        let first = (0..40).position(|i| overloaded.record(at(i * 5), i % 4 != 0));
+        assert_eq!(first, Some(19), "twenty outcomes, most of them overloaded");
+        let mut refusing = Outcomes::default();
+        let first = (0..40).position(|_| refusing.record(t0, true));
+        assert_eq!(first, Some(OVERLOAD_RUN - 1), "a run of refusals, sooner");
+        // Old outcomes do not count: a burst long ago is not overload now.
+        let mut old = Outcomes::default();
+        for i in 0..20 {
+            old.record(at(i), true);
+        }
         assert!(
-            started.elapsed() >= Duration::from_millis(250),
-            "Retry-After waited out"
+            !old.record(at(20_000), true),
+            "one fresh outcome is not enough"
         );
     }
 

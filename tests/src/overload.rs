@@ -22,6 +22,9 @@ use tower::{BoxError, Service};
 #[derive(Debug)]
 pub struct Overload {
     refusing: AtomicBool,
+    /// While not refusing everything: the share of writes refused at random (a flaky server),
+    /// as `f64` bits, each with 429, 500 or 503.
+    flaky: AtomicU64,
     retry_after: u32,
     refused: AtomicU64,
     passed: AtomicU64,
@@ -36,6 +39,13 @@ impl Overload {
     /// Stops refusing.
     pub fn recover(&self) {
         self.refusing.store(false, Ordering::SeqCst);
+        self.flaky.store(0f64.to_bits(), Ordering::SeqCst);
+    }
+
+    /// Refuses `share` of the writes at random, each with 429 (and `Retry-After`), 500 or 503:
+    /// a flaky server, not an overloaded one.
+    pub fn flaky(&self, share: f64) {
+        self.flaky.store(share.to_bits(), Ordering::SeqCst);
     }
 
     /// Writes refused so far.
@@ -50,25 +60,51 @@ impl Overload {
         self.passed.load(Ordering::SeqCst)
     }
 
-    fn refusal(&self) -> Response<Box<DynBody>> {
+    fn refusal(&self, code: StatusCode) -> Response<Box<DynBody>> {
+        let (message, reason) = match code {
+            StatusCode::TOO_MANY_REQUESTS => (
+                "Too many requests, please try again later.",
+                "TooManyRequests",
+            ),
+            StatusCode::SERVICE_UNAVAILABLE => (
+                "the server is currently unable to handle the request",
+                "ServiceUnavailable",
+            ),
+            _ => ("etcdserver: request timed out", "InternalError"),
+        };
         let status = serde_json::json!({
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
-            "message": "Too many requests, please try again later.",
-            "reason": "TooManyRequests",
+            "message": message,
+            "reason": reason,
             "details": { "retryAfterSeconds": self.retry_after },
-            "code": 429,
+            "code": code.as_u16(),
         });
         let body = http_body_util::Full::new(Bytes::from(status.to_string()))
             .map_err(|never: Infallible| -> BoxError { match never {} });
         Response::builder()
-            .status(StatusCode::TOO_MANY_REQUESTS)
+            .status(code)
             .header("Content-Type", "application/json")
             .header("Retry-After", self.retry_after.to_string())
             .body(Box::new(body) as Box<DynBody>)
             .expect("a valid response")
+    }
+
+    /// Whether to refuse the next write, and with what.
+    fn refuses(&self) -> Option<StatusCode> {
+        if self.refusing.load(Ordering::SeqCst) {
+            return Some(StatusCode::TOO_MANY_REQUESTS);
+        }
+        let share = f64::from_bits(self.flaky.load(Ordering::SeqCst));
+        (fastrand::f64() < share).then(|| {
+            [
+                StatusCode::TOO_MANY_REQUESTS,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                StatusCode::SERVICE_UNAVAILABLE,
+            ][fastrand::usize(..3)]
+        })
     }
 }
 
@@ -81,6 +117,7 @@ impl Overload {
 pub fn client(config: kube::Config, retry_after: u32) -> (kube::Client, Arc<Overload>) {
     let overload = Arc::new(Overload {
         refusing: AtomicBool::new(false),
+        flaky: AtomicU64::new(0f64.to_bits()),
         retry_after,
         refused: AtomicU64::new(0),
         passed: AtomicU64::new(0),
@@ -118,9 +155,9 @@ where
         if request.method() == Method::GET {
             return Box::pin(self.inner.call(request));
         }
-        if self.overload.refusing.load(Ordering::SeqCst) {
+        if let Some(code) = self.overload.refuses() {
             self.overload.refused.fetch_add(1, Ordering::SeqCst);
-            let refusal = self.overload.refusal();
+            let refusal = self.overload.refusal(code);
             return Box::pin(async move { Ok(refusal) });
         }
         self.overload.passed.fetch_add(1, Ordering::SeqCst);

@@ -154,7 +154,8 @@ where
                 Pace::new(
                     (self.concurrency > 0).then_some(usize::from(self.concurrency)),
                     self.write_rate,
-                ),
+                )
+                .with_metrics(self.metrics.clone()),
             )
             .with_sharding(labeller.as_ref().map(|l| l.shards.sharding.clone())),
         );

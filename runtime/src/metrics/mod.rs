@@ -22,6 +22,7 @@
 //! | `kube_fsm_shards_held` (with [`crate::Operator::sharding`]) | `machine` |
 //! | `kube_fsm_shard_labels_written_total` | `machine` |
 //! | `kube_fsm_unlabelled_objects` (objects whose shard label write failed and is retried) | `machine` |
+//! | `kube_fsm_concurrency_limit` (reconciles allowed at once now: cut by sustained overload) | `machine` |
 //! | `kube_fsm_watch_refusals_total` (a watch the API server refused: 401, 403) | `machine`, `kind` |
 //! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `held`, `migrated`, `reset`) |
 //!
@@ -135,6 +136,7 @@ struct Families {
     shard_labels: Family<MachineLabels, Counter>,
     unlabelled: Family<MachineLabels, Gauge>,
     watch_refusals: Family<KindLabels, Counter>,
+    concurrency_limit: Family<MachineLabels, Gauge>,
     objects: ObjectsCollector,
 }
 
@@ -161,6 +163,7 @@ impl Default for Families {
             shard_labels: Family::default(),
             unlabelled: Family::default(),
             watch_refusals: Family::default(),
+            concurrency_limit: Family::default(),
             objects: ObjectsCollector::default(),
         }
     }
@@ -260,6 +263,11 @@ impl Metrics {
             "kube_fsm_shard_labels_written",
             "Objects this replica wrote the shard label on (once per object)",
             f.shard_labels.clone(),
+        );
+        r.register(
+            "kube_fsm_concurrency_limit",
+            "Reconciles allowed at once now (the configured concurrency, halved under sustained overload)",
+            f.concurrency_limit.clone(),
         );
         r.register(
             "kube_fsm_watch_refusals",

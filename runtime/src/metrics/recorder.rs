@@ -212,6 +212,16 @@ impl MachineMetrics {
             .inc();
     }
 
+    /// Records the limit on reconciles in flight (an unbounded one is not reported).
+    pub(crate) fn concurrency_limit(&self, limit: usize) {
+        if let Ok(limit) = i64::try_from(limit) {
+            self.families
+                .concurrency_limit
+                .get_or_create(&self.machine())
+                .set(limit);
+        }
+    }
+
     /// Records a watch of `kind` the API server refused.
     pub(crate) fn watch_refused(&self, kind: &str) {
         self.families
