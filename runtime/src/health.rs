@@ -76,6 +76,7 @@ struct State {
 /// match health.status() {
 ///     kube_fsm::Connection::Up => println!("ok"),
 ///     kube_fsm::Connection::Down { since, reason } => println!("down since {since}: {reason}"),
+///     kube_fsm::Connection::Refused { reason } => println!("misconfigured: {reason}"),
 /// }
 /// # }
 /// ```

@@ -60,6 +60,7 @@ mod repair;
 mod report;
 mod scope;
 pub mod shard;
+mod shard_children;
 mod shard_label;
 mod shards;
 mod sources;

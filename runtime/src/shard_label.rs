@@ -25,6 +25,7 @@ use crate::backoff::Backoff;
 use crate::metrics::MachineMetrics;
 use crate::reconcile::{Engine, Reconciled, Requeue};
 use crate::scope::Scoped;
+use crate::shard_children::{CHILDREN_FIRST, ChildLabelling};
 use crate::shards::{InFlight, Serving, Shards};
 
 /// Who writes the labels and where.
@@ -34,6 +35,8 @@ pub(crate) struct Labeller {
     pub shards: Arc<Shards>,
     pub field_manager: String,
     pub metrics: Arc<MachineMetrics>,
+    /// The children's labellers (see [`crate::shard_children`]), which go first.
+    pub children: Arc<ChildLabelling>,
 }
 
 impl Labeller {
@@ -42,9 +45,21 @@ impl Labeller {
     where
         K: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
+        let shard = self.shards.sharding.shard_of(meta);
+        if self.write_label::<K>(meta, shard).await? {
+            self.metrics.shard_labelled();
+        }
+        Ok(())
+    }
+
+    /// Writes the label of `shard` onto the object of `R` with `meta`; `false` when the object
+    /// is gone or was replaced by a new one of the same name.
+    pub async fn write_label<R>(&self, meta: &ObjectMeta, shard: u32) -> Result<bool, kube::Error>
+    where
+        R: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
         let sharding = &self.shards.sharding;
-        let shard = sharding.shard_of(meta);
-        let api: Api<K> = K::api_in(self.client.clone(), meta.namespace.as_deref());
+        let api: Api<R> = R::api_in(self.client.clone(), meta.namespace.as_deref());
         let patch = serde_json::json!({
             "metadata": {
                 "uid": meta.uid,
@@ -60,13 +75,10 @@ impl Labeller {
             .patch_metadata(name, &params, &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => {
-                self.metrics.shard_labelled();
-                Ok(())
-            }
+            Ok(_) => Ok(true),
             // Gone, or replaced by a new object (its UID differs: a precondition failure or
             // an immutable field): the new object's own events follow.
-            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => Ok(()),
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => Ok(false),
             Err(err) => Err(err),
         }
     }
@@ -90,22 +102,33 @@ impl Labeller {
                     return;
                 }
             }
+            // Children first: an object labelled before its children could be reconciled by a
+            // replica whose cache does not hold them yet.
+            if tokio::time::timeout(CHILDREN_FIRST, self.children.all_listed())
+                .await
+                .is_err()
+            {
+                tracing::warn!(after = ?CHILDREN_FIRST, "the children's labellers have not listed yet; labelling objects anyway");
+            }
             tracing::info!("labelling new objects with their shard");
             let config = watcher::Config::default().labels(&unlabelled);
             let objects = watcher::watcher(api.clone(), config)
                 .default_backoff()
                 .applied_objects();
             tokio::pin!(objects);
-            let mut retries = Retries::default();
+            let mut retries = Retries::counted();
             loop {
                 tokio::select! {
                     object = objects.next() => match object {
-                        Some(Ok(object)) => self.try_label::<K>(object.metadata, 0, &mut retries).await,
+                        Some(Ok(object)) => {
+                            let shard = self.shards.sharding.shard_of(&object.metadata);
+                            self.try_label::<K>(object.metadata, shard, 0, &mut retries).await;
+                        }
                         Some(Err(err)) => tracing::debug!(%err, "watch of unlabelled objects failed"),
                         None => break,
                     },
-                    Some((meta, attempt)) = retries.due.next() => {
-                        self.try_label::<K>(meta, attempt, &mut retries).await;
+                    Some((meta, shard, attempt)) = retries.due.next() => {
+                        self.try_label::<K>(meta, shard, attempt, &mut retries).await;
                     }
                     changed = served.changed() => {
                         if changed.is_err() || !self.shards.serves_shard(0) {
@@ -120,24 +143,33 @@ impl Labeller {
         }
     }
 
-    /// Labels the object with `meta` (this is its `attempt`th retry); a failure is retried
-    /// after a backoff, unless a retry of it is already waiting.
-    async fn try_label<K>(&self, meta: ObjectMeta, attempt: u32, retries: &mut Retries)
-    where
-        K: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    /// Labels the object of `R` with `meta` with `shard` (this is its `attempt`th retry); a
+    /// failure is retried after a backoff, unless a retry of it is already waiting.
+    pub(crate) async fn try_label<R>(
+        &self,
+        meta: ObjectMeta,
+        shard: u32,
+        attempt: u32,
+        retries: &mut Retries,
+    ) where
+        R: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
         let uid = meta.uid.clone().unwrap_or_default();
         if attempt > 0 {
             retries.waiting.remove(&uid);
         }
-        match self.label::<K>(&meta).await {
-            Ok(()) => {}
+        match self.write_label::<R>(&meta, shard).await {
+            Ok(written) => {
+                if written && retries.counted {
+                    self.metrics.shard_labelled();
+                }
+            }
             Err(err) if retries.waiting.insert(uid) => {
                 let delay = LABEL_BACKOFF.jittered(attempt.saturating_add(1));
                 tracing::warn!(%err, object = meta.name.as_deref().unwrap_or_default(), ?delay, "cannot write a shard label; retrying");
                 retries.due.push(Box::pin(async move {
                     tokio::time::sleep(delay).await;
-                    (meta, attempt.saturating_add(1))
+                    (meta, shard, attempt.saturating_add(1))
                 }));
             }
             Err(_) => {}
@@ -151,14 +183,28 @@ const LABEL_BACKOFF: Backoff = Backoff {
     max: Duration::from_secs(30),
 };
 
-/// A label write's next attempt: due when it completes, with the object and its attempt.
-type Attempt = Pin<Box<dyn Future<Output = (ObjectMeta, u32)> + Send>>;
+/// A label write's next attempt: due when it completes, with the object, its shard and the
+/// attempt.
+type Attempt = Pin<Box<dyn Future<Output = (ObjectMeta, u32, u32)> + Send>>;
 
 /// Label writes waiting for another attempt: by UID, and when each is due.
 #[derive(Default)]
-struct Retries {
+pub(crate) struct Retries {
     waiting: HashSet<String>,
-    due: FuturesUnordered<Attempt>,
+    pub due: FuturesUnordered<Attempt>,
+    /// Whether the labels written count in `kube_fsm_shard_labels_written_total` (the
+    /// machine's own objects, not their children).
+    counted: bool,
+}
+
+impl Retries {
+    /// For the machine's own objects.
+    fn counted() -> Self {
+        Retries {
+            counted: true,
+            ..Retries::default()
+        }
+    }
 }
 
 impl<K, H> Engine<K, H>

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::{BoxFuture, FutureExt};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource};
@@ -15,6 +17,7 @@ use kube::{Client, Resource};
 use crate::cache::{Cache, Watched};
 use crate::context::Caches;
 use crate::health::Health;
+use crate::shard_label::Labeller;
 use crate::watch;
 
 /// Names the objects of `K` to reconcile when an object of another kind changes.
@@ -36,7 +39,14 @@ pub(crate) struct Wire<'a> {
     pub health: &'a Health,
     /// The longest wait before a failed watch starts again.
     pub reconnect_max: Duration,
+    /// With sharding: the label writer, for the children of owned kinds that lack a label.
+    pub labeller: Option<&'a Labeller>,
+    /// Tasks to run beside the controller (the children's labellers).
+    pub tasks: &'a Mutex<Tasks>,
 }
+
+/// Futures to run beside a controller, for as long as it runs.
+pub(crate) type Tasks = Vec<BoxFuture<'static, ()>>;
 
 /// What the operator asked of one kind `R`.
 struct Source<K: Resource, R> {
@@ -156,6 +166,19 @@ where
         let api = R::api_in::<R>(with.client.clone(), with.namespace);
         let events = match with.shards {
             Some(served) if owners && mappers.is_empty() => {
+                // Its children are watched by shard label: those without one get it.
+                if let Some(labeller) = with.labeller {
+                    labeller.children.expect(&R::kind(&()));
+                    let metadata =
+                        R::api_in::<PartialObjectMeta<R>>(with.client.clone(), with.namespace);
+                    let labelling = labeller
+                        .clone()
+                        .assign_children::<K, R>(metadata, config.label_selector.clone());
+                    with.tasks
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(labelling.boxed());
+                }
                 let unlisted = cache.clone();
                 watch::selected(api, config, served.clone(), move || unlisted.unlisted()).boxed()
             }

@@ -727,3 +727,83 @@ async fn a_lower_shard_count_relabels_the_objects_of_shards_that_are_gone() {
     }
     b.stop().await;
 }
+
+#[tokio::test]
+async fn switching_from_leader_election_to_sharding_finds_every_child_and_moves_no_phase() {
+    let Some((client, ns)) =
+        cluster::prepare("switching_from_leader_election", "fsm-shards-switch").await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    // Under leader election the children carry no shard label.
+    let elected = Running::spawn(
+        operator::in_namespace::<Database, _>(
+            &client,
+            &ns,
+            Noted {
+                replica: "elected",
+                ledger: ledger.clone(),
+                delay: Duration::from_millis(30),
+            },
+        )
+        .owns::<ConfigMap>(watcher::Config::default().labels(&format!("app={CHILDREN}")))
+        .leader_election(
+            kube_fsm::LeaderElection::new("fsm-shards-switch", &ns)
+                .identity("elected")
+                .duration(Duration::from_secs(4)),
+        ),
+    );
+    create(&api, "converged", 30).await;
+    all_running(&api, 30).await;
+    elected.stop().await;
+    let children: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let label = "shard.kube-fsm.io/fsm-shards";
+    let unlabelled = children
+        .list(&ListParams::default().labels(&format!("app={CHILDREN}")))
+        .await
+        .expect("children")
+        .items
+        .iter()
+        .filter(|c| !c.labels().contains_key(label))
+        .count();
+    assert_eq!(
+        unlabelled, 30,
+        "children made under leader election have no shard label"
+    );
+
+    // The same deployment, now sharded over two replicas.
+    let (a, a_metrics) = replica(&client, &ns, "replica-a", &ledger);
+    let (b, b_metrics) = replica(&client, &ns, "replica-b", &ledger);
+    eventually(Duration::from_secs(30), || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        let reconciled = ledger
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by
+            .values()
+            .filter(|r| r.contains("replica-a") || r.contains("replica-b"))
+            .count();
+        (list.items.iter().all(|db| db.labels().contains_key(label)) && reconciled >= 30)
+            .then_some(())
+    })
+    .await
+    .expect("every object labelled and reconciled by the sharded replicas");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let moves = a_metrics.sum("kube_fsm_transitions_total", &[])
+        + b_metrics.sum("kube_fsm_transitions_total", &[]);
+    {
+        let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(
+            ledger.child_unseen.is_empty(),
+            "children read as absent: {:?}",
+            ledger.child_unseen
+        );
+    }
+    assert_eq!(moves, 0.0, "no phase moved");
+    let objects = all_running(&api, 30).await;
+    assert_labelled(&client, &objects).await;
+    a.stop().await;
+    b.stop().await;
+}

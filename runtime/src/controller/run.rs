@@ -5,6 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use std::sync::{Mutex, PoisonError};
+
 use futures::future::Shared;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::{Controller, controller, reflector, watcher};
@@ -16,7 +18,7 @@ use crate::pace::Pace;
 use crate::reconcile::{Engine, Reconciled};
 use crate::shard_label::Labeller;
 use crate::shards::Shards;
-use crate::sources::Wire;
+use crate::sources::{Tasks, Wire};
 use crate::watch::{self, Lenient};
 
 type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
@@ -69,15 +71,17 @@ where
         let health = self.health.clone();
         let selector = self.watcher.label_selector.clone();
         let namespace = self.namespace.clone();
-        let (controller, engine) = self.build(stop, shards);
-        // With sharding: labels new objects while this replica serves shard 0.
-        let assigner = engine.labeller.clone().map(|labeller| {
+        let (controller, engine, tasks) = self.build(stop, shards);
+        // With sharding: labels new objects (and children without a label) while this
+        // replica serves shard 0.
+        let mut beside: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
+        beside.extend(engine.labeller.clone().map(|labeller| {
             let api = K::api_in::<kube::core::PartialObjectMeta<K>>(
                 labeller.client.clone(),
                 namespace.as_deref(),
             );
             tokio::spawn(labeller.assign(api, selector))
-        });
+        }));
         controller
             .run(Engine::reconcile, Engine::error_policy, engine)
             .for_each(|result| {
@@ -95,8 +99,8 @@ where
                 std::future::ready(())
             })
             .await;
-        if let Some(assigner) = assigner {
-            assigner.abort();
+        for task in beside {
+            task.abort();
         }
     }
 
@@ -104,7 +108,7 @@ where
         self,
         stop: impl Future<Output = ()> + Send + Sync + 'static,
         shards: Option<Arc<Shards>>,
-    ) -> (Controller<K>, Arc<Engine<K, H>>) {
+    ) -> (Controller<K>, Arc<Engine<K, H>>, Tasks) {
         let namespace = self.namespace.as_deref();
         let api = K::api_in::<Lenient<K>>(self.client.clone(), namespace);
         let (reader, writer) = reflector::store::<K>();
@@ -128,23 +132,27 @@ where
         let mut controller = Controller::for_stream(objects, reader)
             .with_config(controller::Config::default().concurrency(self.concurrency))
             .trigger_backoff(ReconnectBackoff::new(reconnect_max));
-        controller = self.sources.wire(
-            controller,
-            &Wire {
-                client: &self.client,
-                namespace,
-                shards: &shards.as_ref().map(|s| s.selector()),
-                health: &self.health,
-                reconnect_max,
-            },
-        );
-        let _ = self.store.set(controller.store());
         let labeller = shards.map(|shards| Labeller {
             client: self.client.clone(),
             shards,
             field_manager: self.config.field_manager.clone(),
             metrics: self.metrics.clone(),
+            children: Arc::default(),
         });
+        let tasks = Mutex::new(Vec::new());
+        controller = self.sources.wire(
+            controller,
+            &Wire {
+                client: &self.client,
+                namespace,
+                shards: &labeller.as_ref().map(|l| l.shards.selector()),
+                health: &self.health,
+                reconnect_max,
+                labeller: labeller.as_ref(),
+                tasks: &tasks,
+            },
+        );
+        let _ = self.store.set(controller.store());
         let context = Arc::new(
             Context::with_manager(
                 self.client,
@@ -174,7 +182,8 @@ where
         let controller = controller
             .reconcile_on(engine.clone().recovery())
             .graceful_shutdown_on(stop);
-        (controller, engine)
+        let tasks = tasks.into_inner().unwrap_or_else(PoisonError::into_inner);
+        (controller, engine, tasks)
     }
 }
 
