@@ -460,14 +460,16 @@ async fn read_body(
             format!("a review is at most {MAX_BODY} bytes\n"),
         ));
     }
-    let mut read = Vec::new();
+    // The frames as they came (no buffer grown by doubling), joined once complete.
+    let mut frames: Vec<Bytes> = Vec::new();
+    let mut read = 0;
     let mut held: Option<SemaphorePermit<'_>> = None;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|err| (StatusCode::BAD_REQUEST, format!("{err}\n")))?;
         let Ok(data) = frame.into_data() else {
             continue; // trailers
         };
-        let total = read.len() + data.len();
+        let total = read + data.len();
         if total > MAX_BODY {
             return Err((
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -491,9 +493,14 @@ async fn read_body(
                 None => held = Some(more),
             }
         }
-        read.extend_from_slice(&data);
+        read = total;
+        frames.push(data);
     }
-    Ok((Bytes::from(read), held))
+    let body = match frames.as_slice() {
+        [one] => one.clone(),
+        _ => Bytes::from(frames.concat()),
+    };
+    Ok((body, held))
 }
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
@@ -571,8 +578,9 @@ mod tests {
         assert!(review(&tls, addr).await.starts_with("HTTP/1.1 200"));
         let before = resident_bytes();
 
-        // 100 clients announce 8 MiB, send all but the last byte, and stall.
-        let chunk = vec![b' '; 1 << 20];
+        // 100 clients announce 8 MiB, send all but the last byte, and stall. They share one
+        // buffer: what grows is the server's memory, not theirs.
+        let chunk: Arc<[u8]> = vec![b' '; 1 << 20].into();
         let mut stalled = Vec::new();
         for _ in 0..100 {
             let mut stream = connect(&tls, addr).await;
@@ -582,7 +590,7 @@ mod tests {
             stalled.push(tokio::spawn(async move {
                 stream.write_all(head.as_bytes()).await.ok()?;
                 for _ in 0..7 {
-                    stream.write_all(&chunk).await.ok()?;
+                    stream.write_all(&chunk[..]).await.ok()?;
                 }
                 stream.write_all(&chunk[..chunk.len() - 1]).await.ok()?;
                 stream.flush().await.ok()?;
