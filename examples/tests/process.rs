@@ -264,7 +264,7 @@ async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
     let policy = std::env::temp_dir().join(format!("{ns}-policy.yaml"));
     std::fs::write(
         &policy,
-        "operator:\n  fieldManagers: [kube-fsm]\nplatform:\n  - onlyOperatorEnters: [Failed]\n",
+        "operator:\n  fieldManagers: [kube-fsm]\n  trustFieldManagers: true\nplatform:\n  - onlyOperatorEnters: [Failed]\n",
     )
     .expect("policy file");
     let addr = free_port();

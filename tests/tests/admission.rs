@@ -214,7 +214,9 @@ fn layered_policy() -> Policy {
     Policy {
         operator: Operator {
             users: Vec::new(),
+            // The test's operator and its "people" are one user: only field managers tell them apart.
             field_managers: vec!["kube-fsm".to_owned()],
+            trust_field_managers: true,
         },
         platform: vec![Rule::OnlyOperatorEnters(vec!["Failed".to_owned()])],
         tiers: vec![Tier {

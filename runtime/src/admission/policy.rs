@@ -40,8 +40,9 @@ pub struct Policy {
 
 /// The operator's identity. A request is the operator's when its user is one of `users` and
 /// its field manager one of `field_managers`, each list checked only when not empty. A field
-/// manager is the client's word (`kubectl --field-manager`); the user is authenticated: name
-/// both in production.
+/// manager is the client's word (`kubectl --field-manager`: any client can claim one); the
+/// user is authenticated. A policy with rules must name the operator's users, unless
+/// `trust_field_managers` says field managers alone will do (development only).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Operator {
@@ -51,6 +52,10 @@ pub struct Operator {
     /// Field managers (`?fieldManager=`) the operator writes with.
     #[serde(default)]
     pub field_managers: Vec<String>,
+    /// Accept field managers alone as the operator's identity (any client can claim them, and
+    /// so escape the layers): for development clusters where the operator runs as a person.
+    #[serde(default)]
+    pub trust_field_managers: bool,
 }
 
 /// Extra rules in the namespaces a label selector picks (a tenant tier). The webhook
@@ -106,6 +111,12 @@ pub enum PolicyError {
         "the policy has rules but names no operator (operator.users or operator.fieldManagers)"
     )]
     NoOperator,
+    /// Rules exempt the operator, who is named by field managers only: any client can send
+    /// `?fieldManager=` with that name and escape the rules.
+    #[error(
+        "the policy names the operator by field manager only ({0}), which any client can claim: add operator.users (e.g. system:serviceaccount:NAMESPACE:NAME), or set operator.trustFieldManagers: true on a development cluster"
+    )]
+    UnauthenticatedOperator(String),
     /// A tier's name is not a DNS label, or two tiers share it.
     #[error("tier name {0:?} must be a unique DNS label (lower-case letters, digits and '-')")]
     TierName(String),
@@ -137,8 +148,15 @@ impl Policy {
                 });
             }
         }
-        if any && self.operator.users.is_empty() && self.operator.field_managers.is_empty() {
-            return Err(PolicyError::NoOperator);
+        if any && self.operator.users.is_empty() {
+            if self.operator.field_managers.is_empty() {
+                return Err(PolicyError::NoOperator);
+            }
+            if !self.operator.trust_field_managers {
+                return Err(PolicyError::UnauthenticatedOperator(
+                    self.operator.field_managers.join(", "),
+                ));
+            }
         }
         for (i, tier) in self.tiers.iter().enumerate() {
             let label = !tier.name.is_empty()
@@ -244,9 +262,11 @@ impl Requester<'_> {
 mod tests {
     use super::*;
 
+    /// The tests' policy: its operator is named by field manager only (trusted, as on a
+    /// development cluster), so one user can play both parts.
     fn policy() -> Policy {
         serde_json::from_value(serde_json::json!({
-            "operator": { "fieldManagers": ["kube-fsm"] },
+            "operator": { "fieldManagers": ["kube-fsm"], "trustFieldManagers": true },
             "platform": [{ "onlyOperatorEnters": ["Failed"] }],
             "tiers": [{
                 "name": "restricted",
@@ -316,6 +336,7 @@ mod tests {
         let operator = Operator {
             users: vec!["system:serviceaccount:db:operator".into()],
             field_managers: vec!["kube-fsm".into()],
+            trust_field_managers: false,
         };
         assert!(!operator.is(OPERATOR), "right field manager, wrong user");
         assert!(operator.is(Requester {
@@ -338,6 +359,13 @@ mod tests {
         let mut anonymous = policy();
         anonymous.operator = Operator::default();
         assert_eq!(anonymous.check(machine), Err(PolicyError::NoOperator));
+        // A field manager is anyone's to claim: not an identity, unless trusted on purpose.
+        let mut claimed = policy();
+        claimed.operator.trust_field_managers = false;
+        let refused = claimed.check(machine).unwrap_err();
+        assert!(refused.to_string().contains("operator.users"), "{refused}");
+        claimed.operator.users = vec!["system:serviceaccount:db:operator".into()];
+        assert_eq!(claimed.check(machine), Ok(()));
         let mut twice = policy();
         twice.tiers.push(twice.tiers[0].clone());
         assert!(matches!(

@@ -192,6 +192,7 @@ mod tests {
             operator: Operator {
                 users: Vec::new(),
                 field_managers: vec!["kube-fsm".into()],
+                trust_field_managers: true,
             },
             platform: vec![Rule::OnlyOperatorEnters(vec!["Failed".into()])],
             tiers: Vec::new(),
