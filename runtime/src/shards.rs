@@ -515,3 +515,89 @@ fn dns_label(identity: &str) -> String {
         .collect();
     label.trim_matches('-').to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shards() -> Arc<Shards> {
+        let sharding = Sharding::new("test", "ns", 4).duration(Duration::from_secs(4));
+        Shards::new(sharding, Arc::new(MachineMetrics::detached()))
+    }
+
+    fn hold(shards: &Shards, shard: u32, renewed: Instant) -> u64 {
+        let number = shards.numbers.fetch_add(1, Ordering::Relaxed);
+        let holding = Holding {
+            renewed,
+            draining: false,
+            in_flight: 0,
+            number,
+            ended: CancellationToken::new(),
+        };
+        shards.lock().insert(shard, holding);
+        number
+    }
+
+    #[tokio::test]
+    async fn a_late_renewal_defers_a_reconcile_and_a_shard_given_up_refuses_it() {
+        let shards = shards();
+        let deadline = shards.sharding.timing.renew_deadline;
+        let late = Instant::now()
+            .checked_sub(deadline * 2)
+            .expect("a past instant");
+        hold(&shards, 0, Instant::now());
+        hold(&shards, 1, late);
+        assert!(matches!(shards.enter_shard(0), Serving::Yes(_)));
+        // Held but not renewed in time: try again in a retry period, do not drop the trigger.
+        assert!(matches!(
+            shards.enter_shard(1),
+            Serving::Later(after) if after == shards.sharding.timing.retry_period
+        ));
+        assert!(matches!(shards.enter_shard(2), Serving::No), "not ours");
+        shards.lock().get_mut(&0).expect("held").draining = true;
+        assert!(
+            matches!(shards.enter_shard(0), Serving::No),
+            "being given up"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_guard_of_an_earlier_holding_never_counts_against_a_new_one() {
+        let shards = shards();
+        let first = hold(&shards, 0, Instant::now());
+        let Serving::Yes(old) = shards.enter_shard(0) else {
+            panic!("served");
+        };
+        assert!(old.fence().holds());
+        // The shard is lost and taken again: a new holding, with a reconcile of its own.
+        shards.end(0);
+        assert!(!old.fence().holds(), "the old holding's writes are fenced");
+        let second = hold(&shards, 0, Instant::now());
+        assert_ne!(first, second);
+        let Serving::Yes(new) = shards.enter_shard(0) else {
+            panic!("served");
+        };
+        drop(old);
+        assert_eq!(
+            shards.lock()[&0].in_flight,
+            1,
+            "the new reconcile still counts"
+        );
+        assert!(new.fence().serving());
+        drop(new);
+        assert_eq!(shards.lock()[&0].in_flight, 0);
+    }
+
+    #[tokio::test]
+    async fn ending_a_holding_cancels_what_runs_under_it() {
+        let shards = shards();
+        hold(&shards, 0, Instant::now());
+        let Serving::Yes(in_flight) = shards.enter_shard(0) else {
+            panic!("served");
+        };
+        shards.end(0);
+        tokio::time::timeout(Duration::from_millis(100), in_flight.ended())
+            .await
+            .expect("cancelled at once");
+    }
+}

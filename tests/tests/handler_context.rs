@@ -229,24 +229,41 @@ async fn a_conflict_redoes_the_step_on_what_the_server_holds() {
     operator.stop().await;
 }
 
-/// Provisioning applies a child ConfigMap with the spec's version and moves on once the cache
-/// shows it as owned; Running applies it again on every step (skipped while unchanged) and
-/// reports how many owned children the cache holds.
-#[derive(Clone, Default)]
+/// Provisioning applies a child ConfigMap (by default with the spec's version) and moves on
+/// once the cache shows it as owned; Running applies it again on every step (skipped while
+/// unchanged) and reports how many owned children the cache holds.
+#[derive(Clone)]
 struct Children {
     applies: Arc<Mutex<Vec<bool>>>,
     owned_seen: Arc<Mutex<Vec<usize>>>,
+    /// The child applied (by default [`version_child`]).
+    child: fn(&Database) -> ConfigMap,
+}
+
+impl Default for Children {
+    fn default() -> Self {
+        Children {
+            applies: Arc::default(),
+            owned_seen: Arc::default(),
+            child: version_child,
+        }
+    }
+}
+
+/// A ConfigMap `<db>-config` holding the spec's version.
+fn version_child(db: &Database) -> ConfigMap {
+    let mut child = ConfigMap::default();
+    child.metadata.name = Some(format!("{}-config", db.name_any()));
+    child.data = Some(BTreeMap::from([(
+        "version".to_owned(),
+        db.spec.version.clone(),
+    )]));
+    child
 }
 
 impl Children {
     async fn apply(&self, db: &Database, step: &Step<Database>) -> Result<(), TestError> {
-        let mut child = ConfigMap::default();
-        child.metadata.name = Some(format!("{}-config", db.name_any()));
-        child.data = Some(BTreeMap::from([(
-            "version".to_owned(),
-            db.spec.version.clone(),
-        )]));
-        let applied: Applied<ConfigMap> = step.apply(child).await?;
+        let applied: Applied<ConfigMap> = step.apply((self.child)(db)).await?;
         self.applies
             .lock()
             .expect("log")
@@ -289,10 +306,8 @@ impl DatabaseHandler for Children {
     ) -> Result<DatabaseRunningNext, TestError> {
         self.apply(db, step).await?;
         let owned = step.children::<ConfigMap>()?;
-        assert!(
-            step.child::<ConfigMap>(&format!("{}-config", db.name_any()))?
-                .is_some()
-        );
+        let name = (self.child)(db).metadata.name.unwrap_or_default();
+        assert!(step.child::<ConfigMap>(&name)?.is_some());
         self.owned_seen.lock().expect("log").push(owned.len());
         Ok(Next::Stay)
     }
@@ -400,74 +415,19 @@ async fn children_come_from_the_cache_by_owner_and_unchanged_applies_are_skipped
     operator.stop().await;
 }
 
-/// Applies a ConfigMap `<db>-keys` with one data key for each name in the Database's `keys`
-/// annotation (comma-separated), in Provisioning and on every Running step.
-#[derive(Clone, Default)]
-struct Keys {
-    applies: Arc<Mutex<Vec<bool>>>,
-}
-
-impl Keys {
-    async fn apply(&self, db: &Database, step: &Step<Database>) -> Result<(), TestError> {
-        let keys = db.annotations().get("keys").cloned().unwrap_or_default();
-        let mut child = ConfigMap::default();
-        child.metadata.name = Some(format!("{}-keys", db.name_any()));
-        child.data = Some(
-            keys.split(',')
-                .filter(|k| !k.is_empty())
-                .map(|k| (k.to_owned(), "1".to_owned()))
-                .collect(),
-        );
-        let applied = step.apply(child).await?;
-        self.applies
-            .lock()
-            .expect("log")
-            .push(applied.was_written());
-        Ok(())
-    }
-}
-
-impl DatabaseHandler for Keys {
-    type Error = TestError;
-
-    async fn on_pending(
-        &self,
-        _: &Database,
-        _: &mut Step<Database>,
-    ) -> Result<DatabasePendingNext, TestError> {
-        Ok(DatabasePendingEvent::Accept.into())
-    }
-
-    async fn on_provisioning(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseProvisioningNext, TestError> {
-        self.apply(db, step).await?;
-        step.set_condition(DatabaseCondition::PodsReady, true, "Applied", "")?;
-        Ok(Next::Stay)
-    }
-
-    async fn on_running(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseRunningNext, TestError> {
-        self.apply(db, step).await?;
-        Ok(Next::Stay)
-    }
-
-    async fn on_degraded(
-        &self,
-        _: &Database,
-        _: &mut Step<Database>,
-    ) -> Result<DatabaseDegradedNext, TestError> {
-        Ok(Next::Stay)
-    }
-
-    async fn cleanup(&self, _: &Database) -> Result<kube_fsm::Cleanup, TestError> {
-        Ok(kube_fsm::Cleanup::Done)
-    }
+/// A ConfigMap `<db>-keys` with one data key for each name in the Database's `keys`
+/// annotation (comma-separated).
+fn keys_child(db: &Database) -> ConfigMap {
+    let keys = db.annotations().get("keys").cloned().unwrap_or_default();
+    let mut child = ConfigMap::default();
+    child.metadata.name = Some(format!("{}-keys", db.name_any()));
+    child.data = Some(
+        keys.split(',')
+            .filter(|k| !k.is_empty())
+            .map(|k| (k.to_owned(), "1".to_owned()))
+            .collect(),
+    );
+    child
 }
 
 #[tokio::test]
@@ -478,7 +438,10 @@ async fn an_apply_that_stops_setting_a_field_removes_it_with_one_request() {
     };
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let handler = Keys::default();
+    let handler = Children {
+        child: keys_child,
+        ..Children::default()
+    };
     let operator = Running::spawn(
         operator::in_namespace::<Database, _>(&client, &ns, handler.clone())
             .owns::<ConfigMap>(watcher::Config::default()),

@@ -265,18 +265,25 @@ mod tests {
         (cert.pem(), key.serialize_pem())
     }
 
+    /// A fresh folder holding `tls.crt` and `tls.key` for `host`: the folder, the two paths
+    /// and the certificate's PEM.
+    fn files_of(host: &str) -> (PathBuf, PathBuf, PathBuf, String) {
+        let dir = std::env::temp_dir().join(format!("kube-fsm-tls-{}", fastrand::u64(..)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        let (cert_pem, key_pem) = pair(host);
+        std::fs::write(&cert, &cert_pem).unwrap();
+        std::fs::write(&key, &key_pem).unwrap();
+        (dir, cert, key, cert_pem)
+    }
+
     fn served(certificate: &ServingCertificate) -> CertificateDer<'static> {
         certificate.current.read().unwrap().cert[0].clone()
     }
 
     #[test]
     fn changed_files_are_served_and_broken_ones_leave_the_old_pair() {
-        let dir = std::env::temp_dir().join(format!("kube-fsm-tls-{}", fastrand::u64(..)));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-        let (first_cert, first_key) = pair("a.example");
-        std::fs::write(&cert, &first_cert).unwrap();
-        std::fs::write(&key, &first_key).unwrap();
+        let (dir, cert, key, _) = files_of("a.example");
         let certificate = ServingCertificate::from_files(&cert, &key).unwrap();
         let first = served(&certificate);
         assert!(
@@ -300,12 +307,7 @@ mod tests {
 
     #[test]
     fn a_key_of_another_certificate_is_refused() {
-        let dir = std::env::temp_dir().join(format!("kube-fsm-tls-{}", fastrand::u64(..)));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-        let (first_cert, first_key) = pair("a.example");
-        std::fs::write(&cert, &first_cert).unwrap();
-        std::fs::write(&key, &first_key).unwrap();
+        let (dir, cert, key, first_cert) = files_of("a.example");
         let certificate = ServingCertificate::from_files(&cert, &key).unwrap();
         // Half a rotation: the new key is there, the certificate is still the old one.
         let (_, other_key) = pair("b.example");

@@ -66,6 +66,18 @@ pub(crate) struct MachineMetrics {
 }
 
 impl MachineMetrics {
+    /// A recorder of a machine `Test` into families no registry reads (for unit tests of the
+    /// parts that record).
+    #[cfg(test)]
+    pub(crate) fn detached() -> Self {
+        MachineMetrics {
+            families: Arc::default(),
+            controller: "test".to_owned(),
+            machine: "Test",
+            _alive: Arc::new(()),
+        }
+    }
+
     fn controller(&self) -> ControllerLabels {
         ControllerLabels {
             controller: self.controller.clone(),
