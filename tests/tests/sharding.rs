@@ -281,6 +281,19 @@ async fn assert_labelled(client: &kube::Client, objects: &[Database]) {
     }
 }
 
+/// Changes the spec of every object of `api` (a new generation each, so a reconcile each).
+async fn change_every_spec(api: &Api<Database>) {
+    for db in api.list(&ListParams::default()).await.expect("list") {
+        api.patch(
+            &db.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "version": "17" } })),
+        )
+        .await
+        .expect("spec change");
+    }
+}
+
 async fn create(api: &Api<Database>, prefix: &str, count: usize) {
     for i in 0..count {
         api.create(
@@ -326,15 +339,7 @@ async fn two_replicas_split_the_shards_and_never_reconcile_one_object_at_once() 
         )
     });
     // A spec change of every object: a reconcile each, on whichever replica holds it.
-    for db in api.list(&ListParams::default()).await.expect("list") {
-        api.patch(
-            &db.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "spec": { "version": "17" } })),
-        )
-        .await
-        .expect("spec change");
-    }
+    change_every_spec(&api).await;
     let objects = all_running(&api, 60).await;
     {
         let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
@@ -705,15 +710,7 @@ async fn a_lower_shard_count_relabels_the_objects_of_shards_that_are_gone() {
         Duration::from_millis(30),
         3,
     );
-    for db in &objects {
-        api.patch(
-            &db.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "spec": { "version": "17" } })),
-        )
-        .await
-        .expect("spec change");
-    }
+    change_every_spec(&api).await;
     let objects = all_running(&api, 12).await;
     // Each object moved to its shard of 3 (its children keep theirs until the next apply).
     for db in &objects {
