@@ -3,8 +3,15 @@
 //!
 //! ```text
 //! cargo run --release -p kube-fsm-benches --bin chaos -- [--objects 1000] [--namespaces 20]
-//!     [--faults 300] [--converge-limit 180] [--server-faults]
+//!     [--faults 300] [--converge-limit 180] [--server-faults] [--sharded]
 //! ```
+//!
+//! With `--sharded`: three replicas share 12 shards instead of electing a leader, each handler
+//! step takes 1.5 s (longer than the 1 s grace a shard given up leaves its reconciles), and
+//! every 15–30 s one replica is killed mid-handler or leaves gracefully (SIGTERM's path: it
+//! gives its shards up) and a new one joins. The handlers record which replica steps which
+//! object: two replicas stepping one object at once is a violation, and so is an object left
+//! without a valid shard label once the run has converged.
 //!
 //! For `--faults` seconds: every request of the replicas may be delayed, refused (429 with
 //! Retry-After, 503), answered with 500 after it landed, or reset (before or after the server
@@ -26,7 +33,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
-use kube_fsm::{LeaderElection, Operator, Stopped};
+use kube_fsm::{LeaderElection, Operator, Sharding, Stopped};
 use kube_fsm_benches::chaos::ChaosHandler;
 use kube_fsm_benches::chaos::checker::{Observer, declared};
 use kube_fsm_benches::chaos::faults::{FaultLayer, FaultPlan};
@@ -46,7 +53,11 @@ struct Options {
     faults: Duration,
     converge_limit: Duration,
     server_faults: bool,
+    sharded: bool,
 }
+
+const SHARDS: u32 = 12;
+const SHARD_LABEL: &str = "shard.kube-fsm.io/chaos";
 
 fn options() -> Result<Options, String> {
     let mut options = Options {
@@ -55,6 +66,7 @@ fn options() -> Result<Options, String> {
         faults: Duration::from_secs(300),
         converge_limit: Duration::from_secs(180),
         server_faults: false,
+        sharded: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -78,6 +90,7 @@ fn options() -> Result<Options, String> {
                 options.converge_limit = Duration::from_secs(number("--converge-limit")?)
             }
             "--server-faults" => options.server_faults = true,
+            "--sharded" => options.sharded = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -93,11 +106,14 @@ struct Shared {
     metrics: kube_fsm::metrics::Metrics,
     run: String,
     lease_ns: String,
+    sharded: bool,
 }
 
 struct Replica {
     identity: String,
     task: JoinHandle<Stopped>,
+    /// Stops it gracefully (as SIGTERM does).
+    stop: tokio::sync::oneshot::Sender<()>,
 }
 
 fn spawn_replica(shared: &Shared, n: usize) -> Replica {
@@ -107,22 +123,36 @@ fn spawn_replica(shared: &Shared, n: usize) -> Replica {
         .with_layer(&FaultLayer(shared.plan.clone()))
         .build();
     let selector = format!("{LABEL}={}", shared.run);
-    let operator = Operator::<Database, _>::new(client, shared.handler.clone())
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let operator = Operator::<Database, _>::new(client, shared.handler.in_replica(&identity))
         .watcher_config(watcher::Config::default().labels(&selector))
         .field_manager(OPERATOR)
         .reporter(identity.clone())
         .metrics(&shared.metrics)
-        .leader_election(
+        .shutdown_on(async move {
+            let _ = stopped.await;
+        });
+    let operator = if shared.sharded {
+        operator.sharding(
+            Sharding::new("chaos", shared.lease_ns.clone(), SHARDS)
+                .identity(identity.clone())
+                .duration(Duration::from_secs(6))
+                .renew_deadline(Duration::from_secs(4))
+                .retry_period(Duration::from_secs(1)),
+        )
+    } else {
+        operator.leader_election(
             LeaderElection::new(format!("chaos-{}", shared.run), shared.lease_ns.clone())
                 .identity(identity.clone())
                 .duration(Duration::from_secs(6))
                 .renew_deadline(Duration::from_secs(4))
                 .retry_period(Duration::from_secs(1)),
         )
-        .shutdown_on(std::future::pending());
+    };
     Replica {
         identity,
         task: tokio::spawn(operator.run()),
+        stop,
     }
 }
 
@@ -132,6 +162,25 @@ fn envtest(command: &str) {
         Ok(status) if status.success() => {}
         other => eprintln!("chaos: scripts/envtest {command} failed: {other:?}"),
     }
+}
+
+/// The run's objects without the label of their shard (as FNV-1a of their UID gives it).
+async fn unlabelled(client: &Client, run: &str) -> usize {
+    let api: Api<Database> = Api::all(client.clone());
+    let listed = api
+        .list(&kube::api::ListParams::default().labels(&format!("{LABEL}={run}")))
+        .await;
+    listed.map_or(usize::MAX, |list| {
+        list.items
+            .iter()
+            .filter(|db| {
+                let shard =
+                    kube_fsm::shard::shard_of(&db.metadata.uid.clone().unwrap_or_default(), SHARDS);
+                db.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL))
+                    != Some(&shard.to_string())
+            })
+            .count()
+    })
 }
 
 async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
@@ -192,13 +241,17 @@ async fn main() {
     let shared = Shared {
         config,
         plan: Arc::new(FaultPlan::chaos()),
-        handler: ChaosHandler::new(observer.clone()),
+        handler: ChaosHandler::new(
+            observer.clone(),
+            Duration::from_millis(if options.sharded { 1_500 } else { 0 }),
+        ),
         metrics: recorded.metrics().clone(),
         run: run.clone(),
         lease_ns: namespaces[0].clone(),
+        sharded: options.sharded,
     };
     let mut next_replica = 0;
-    let mut replicas: Vec<Replica> = (0..2)
+    let mut replicas: Vec<Replica> = (0..if options.sharded { 3 } else { 2 })
         .map(|_| {
             next_replica += 1;
             spawn_replica(&shared, next_replica)
@@ -233,6 +286,7 @@ async fn main() {
     let mut expect = Expect::default();
     let mut serial = 0;
     let mut kills = 0;
+    let mut leaves = 0;
     let mut restarts_after_loss = 0;
     let mut server_restarts = 0;
     let mut compactions = 0;
@@ -281,7 +335,20 @@ async fn main() {
         }
         if Instant::now() >= next_kill {
             next_kill = Instant::now() + Duration::from_secs(15 + fastrand::u64(..15));
-            if let Some(leader) = holder(&leases, &lease).await
+            if options.sharded {
+                // One replica goes, killed mid-handler or gracefully, and a new one joins.
+                let at = fastrand::usize(..replicas.len());
+                next_replica += 1;
+                let gone =
+                    std::mem::replace(&mut replicas[at], spawn_replica(&shared, next_replica));
+                if fastrand::bool() {
+                    gone.task.abort();
+                    kills += 1;
+                } else {
+                    let _ = gone.stop.send(());
+                    leaves += 1;
+                }
+            } else if let Some(leader) = holder(&leases, &lease).await
                 && let Some(replica) = replicas.iter_mut().find(|r| r.identity == leader)
             {
                 replica.task.abort();
@@ -350,12 +417,25 @@ async fn main() {
     let moves_before = observer.findings().operator_moves;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let idle_moves = observer.findings().operator_moves - moves_before;
+    // With sharding, every object carries the label of its shard.
+    let unlabelled = if options.sharded {
+        unlabelled(&client, &run).await
+    } else {
+        0
+    };
     for replica in &replicas {
         replica.task.abort();
     }
     watch.abort();
 
     let findings = observer.findings();
+    let overlaps = shared
+        .handler
+        .active
+        .lock()
+        .expect("active")
+        .overlaps
+        .clone();
     let runs = shared.handler.runs.lock().expect("runs").clone();
     let mut per_object: Vec<u64> = runs.values().copied().collect();
     per_object.sort_unstable();
@@ -364,7 +444,10 @@ async fn main() {
     let drift = recorded.sum("kube_fsm_drift_total", &[]);
     // Every new leader lists and reconciles every object once, so an object's handler runs grow
     // with leader changes (and relists); a hot loop would exceed this by far.
-    let max_handler_runs = 10 + 2 * (kills + restarts_after_loss + findings.relists);
+    // With sharding a replica that goes and one that joins each move shards: two handovers.
+    let per_change = if options.sharded { 2 } else { 1 };
+    let max_handler_runs =
+        10 + 2 * (per_change * (kills + leaves) + restarts_after_loss + findings.relists);
     // A hot loop retries an object many times a second; the engine's backoff starts at 0.5 s.
     const MAX_RATE_PER_OBJECT: f64 = 10.0;
     let checks = [
@@ -385,7 +468,7 @@ async fn main() {
         ),
         ("panics", panics.load(Ordering::SeqCst) as f64, 0.0),
         (
-            "handler runs of the busiest object (limit: 10 + 2 per leader change or relist)",
+            "handler runs of the busiest object (limit: 10 + 2 per leader change, handover or relist)",
             max_runs as f64,
             max_handler_runs as f64,
         ),
@@ -395,10 +478,20 @@ async fn main() {
             MAX_RATE_PER_OBJECT,
         ),
         ("operator phase writes while idle", idle_moves as f64, 0.0),
+        (
+            "objects stepped by two replicas at once",
+            overlaps.len() as f64,
+            0.0,
+        ),
+        (
+            "objects without a valid shard label once converged",
+            unlabelled as f64,
+            0.0,
+        ),
     ];
     println!("\n## chaos run {run}\n");
     println!(
-        "objects {created} (+{} created during the run) in {} namespaces; faults {:?}; 2 replicas",
+        "objects {created} (+{} created during the run) in {} namespaces; faults {:?}; {}",
         expect.actions.get("create").copied().unwrap_or(0)
             + expect
                 .actions
@@ -406,7 +499,14 @@ async fn main() {
                 .copied()
                 .unwrap_or(0),
         options.namespaces,
-        options.faults
+        options.faults,
+        if options.sharded {
+            format!(
+                "3 replicas sharing {SHARDS} shards, 1.5 s handler steps; replicas left gracefully {leaves}"
+            )
+        } else {
+            "2 replicas with leader election".to_owned()
+        }
     );
     println!(
         "requests {} (faults injected {}); leader kills {kills}; replicas restarted after a lost Lease {restarts_after_loss}; API-server restarts {server_restarts}; compactions {compactions}; observer relists {}",
@@ -451,7 +551,7 @@ async fn main() {
             if ok { "" } else { " **VIOLATED**" }
         );
     }
-    for example in &findings.examples {
+    for example in findings.examples.iter().chain(overlaps.iter().take(5)) {
         println!("- {example}");
     }
     println!(

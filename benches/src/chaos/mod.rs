@@ -20,7 +20,9 @@ use checker::Observer;
 
 /// The run's handlers: the plain ones ([`Databases`]), except that Degraded reports both
 /// conditions True like Provisioning (so the rules lead back to Running); `cleanup` is recorded.
-/// Counts handler runs per object.
+/// Counts handler runs per object; each step may take a while (`delay`), and the steps under
+/// way are kept per object with their replica, so that two replicas handling one object at
+/// once are seen.
 #[derive(Clone, Debug)]
 pub struct ChaosHandler {
     /// Where cleanups are recorded.
@@ -29,26 +31,87 @@ pub struct ChaosHandler {
     pub runs: Arc<Mutex<HashMap<String, u64>>>,
     /// All handler runs.
     pub total: Arc<AtomicU64>,
+    /// How long each step takes.
+    pub delay: std::time::Duration,
+    /// The replica these handlers run in.
+    pub replica: String,
+    /// The steps under way: object UID → replica; and the overlaps found.
+    pub active: Arc<Mutex<Active>>,
+}
+
+/// The steps under way, and every time a second replica stepped an object while one did.
+#[derive(Debug, Default)]
+pub struct Active {
+    by_object: HashMap<String, String>,
+    /// "object by A and B".
+    pub overlaps: Vec<String>,
+}
+
+/// A step under way; leaves [`Active`] when dropped (also when a killed replica's step is).
+struct Stepping {
+    active: Arc<Mutex<Active>>,
+    uid: String,
+    replica: String,
+}
+
+impl Drop for Stepping {
+    fn drop(&mut self) {
+        let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+        if active.by_object.get(&self.uid) == Some(&self.replica) {
+            active.by_object.remove(&self.uid);
+        }
+    }
 }
 
 impl ChaosHandler {
-    /// Handlers recording into `observer`.
-    pub fn new(observer: Arc<Observer>) -> Self {
+    /// Handlers recording into `observer`, each step taking `delay`.
+    pub fn new(observer: Arc<Observer>, delay: std::time::Duration) -> Self {
         ChaosHandler {
             observer,
             runs: Arc::default(),
             total: Arc::default(),
+            delay,
+            replica: String::new(),
+            active: Arc::default(),
         }
     }
 
-    fn ran(&self, db: &Database) {
+    /// The same handlers (and records) in replica `identity`.
+    #[must_use]
+    pub fn in_replica(&self, identity: &str) -> Self {
+        ChaosHandler {
+            replica: identity.to_owned(),
+            ..self.clone()
+        }
+    }
+
+    async fn ran(&self, db: &Database) -> Stepping {
         self.total.fetch_add(1, Ordering::Relaxed);
+        let uid = db.uid().unwrap_or_default();
         *self
             .runs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .entry(db.uid().unwrap_or_default())
+            .entry(uid.clone())
             .or_default() += 1;
+        {
+            let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(other) = active.by_object.insert(uid.clone(), self.replica.clone())
+                && other != self.replica
+            {
+                let overlap = format!("{} by {other} and {}", db.name_any(), self.replica);
+                active.overlaps.push(overlap);
+            }
+        }
+        let stepping = Stepping {
+            active: self.active.clone(),
+            uid,
+            replica: self.replica.clone(),
+        };
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        stepping
     }
 }
 
@@ -60,7 +123,7 @@ impl DatabaseHandler for ChaosHandler {
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabasePendingNext, ConditionError> {
-        self.ran(db);
+        let _stepping = self.ran(db).await;
         Databases.on_pending(db, step).await
     }
 
@@ -69,7 +132,7 @@ impl DatabaseHandler for ChaosHandler {
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseProvisioningNext, ConditionError> {
-        self.ran(db);
+        let _stepping = self.ran(db).await;
         Databases.on_provisioning(db, step).await
     }
 
@@ -78,7 +141,7 @@ impl DatabaseHandler for ChaosHandler {
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseRunningNext, ConditionError> {
-        self.ran(db);
+        let _stepping = self.ran(db).await;
         Databases.on_running(db, step).await
     }
 
@@ -87,7 +150,7 @@ impl DatabaseHandler for ChaosHandler {
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseDegradedNext, ConditionError> {
-        self.ran(db);
+        let _stepping = self.ran(db).await;
         // Unlike the plain handlers, report both conditions True, so `when` leads back to Running.
         Databases.on_provisioning(db, step).await?;
         Ok(Next::Stay)
