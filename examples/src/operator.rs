@@ -93,7 +93,8 @@ pub struct RunOptions {
 /// `run`: the operator as it would run in a cluster, until Ctrl-C or SIGTERM (or, with leader
 /// election, until the Lease is lost: exit 1, to be restarted).
 pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
-    let client = Client::try_default().await?;
+    // Without kube's own retry of 429/503/504: the engine paces and retries on what it sees.
+    let client = kube_fsm::client(kube::Config::infer().await?)?;
     let handlers = Handlers::new(client.clone()).with_latency(options.handler_latency);
     let mut registry = Registry::default();
     let metrics = kube_fsm::metrics::Metrics::default();

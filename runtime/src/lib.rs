@@ -36,6 +36,7 @@ pub mod admission;
 pub mod backoff;
 pub mod cache;
 pub mod children;
+mod client;
 pub mod conditions;
 pub mod context;
 pub mod controller;
@@ -76,6 +77,7 @@ mod watch;
 mod write;
 
 pub use children::Applied;
+pub use client::client;
 pub use context::{Context, ContextError};
 pub use controller::{Operator, Stopped, owner_reference};
 pub use crd::crd;

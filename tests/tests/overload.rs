@@ -149,3 +149,69 @@ async fn a_flaky_api_server_keeps_the_operators_concurrency() {
     );
     running.stop().await;
 }
+
+/// A loopback HTTP server answering every request with 503; returns its URL and the count of
+/// requests it received.
+async fn unavailable_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"unavailable","reason":"ServiceUnavailable","code":503}"#;
+                let answer = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (url, requests)
+}
+
+#[tokio::test]
+async fn the_operators_client_hands_a_503_to_the_engine_at_once() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::sync::atomic::Ordering;
+    let (url, requests) = unavailable_server().await;
+    let config = || kube::Config::new(url.parse().expect("url"));
+    // kube's default client retries it (up to 15 times, backing off to minutes).
+    let default = kube::Client::try_from(config()).expect("client");
+    let listed = tokio::time::timeout(
+        Duration::from_millis(500),
+        Api::<ConfigMap>::all(default).list(&ListParams::default()),
+    )
+    .await;
+    assert!(listed.is_err(), "still retrying after 500 ms");
+    let by_default = requests.swap(0, Ordering::SeqCst);
+    assert!(by_default >= 3, "kube retried: {by_default} requests");
+    // kube_fsm::client does not: the engine sees the 503 at once and paces on it.
+    let ours = kube_fsm::client(config()).expect("client");
+    let listed = tokio::time::timeout(
+        Duration::from_millis(500),
+        Api::<ConfigMap>::all(ours).list(&ListParams::default()),
+    )
+    .await
+    .expect("answered at once");
+    assert!(
+        matches!(&listed, Err(kube::Error::Api(status)) if status.code == 503),
+        "{listed:?}"
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 1, "one request, no retry");
+}
