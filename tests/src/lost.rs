@@ -8,9 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
 use kube::client::{Body, DynBody};
 use tower::{BoxError, Layer, Service};
 
@@ -107,18 +105,12 @@ where
                 Some(Loss::Reset) => {
                     Err("connection reset by peer (after the request was sent)".into())
                 }
-                Some(Loss::GatewayTimeout) => {
-                    let status = serde_json::json!({
-                        "kind": "Status", "apiVersion": "v1", "metadata": {},
-                        "status": "Failure", "message": "the answer was lost on its way back",
-                        "reason": "Timeout", "code": 504,
-                    });
-                    let body =
-                        Full::new(Bytes::from(status.to_string())).map_err(|never| match never {});
-                    let mut timeout: Answer = Response::new(Box::new(body));
-                    *timeout.status_mut() = StatusCode::GATEWAY_TIMEOUT;
-                    Ok(timeout)
-                }
+                Some(Loss::GatewayTimeout) => Ok(crate::overload::status_answer(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "Timeout",
+                    "the answer was lost on its way back",
+                    None,
+                )),
             }
         })
     }

@@ -72,24 +72,7 @@ impl Overload {
             ),
             _ => ("etcdserver: request timed out", "InternalError"),
         };
-        let status = serde_json::json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": reason,
-            "details": { "retryAfterSeconds": self.retry_after },
-            "code": code.as_u16(),
-        });
-        let body = http_body_util::Full::new(Bytes::from(status.to_string()))
-            .map_err(|never: Infallible| -> BoxError { match never {} });
-        Response::builder()
-            .status(code)
-            .header("Content-Type", "application/json")
-            .header("Retry-After", self.retry_after.to_string())
-            .body(Box::new(body) as Box<DynBody>)
-            .expect("a valid response")
+        status_answer(code, reason, message, Some(self.retry_after))
     }
 
     /// Whether to refuse the next write, and with what.
@@ -106,6 +89,41 @@ impl Overload {
             ][fastrand::usize(..3)]
         })
     }
+}
+
+/// An API server's Status answer: `code` with `reason` and `message` (and `Retry-After`, in
+/// the header and the details, when given), as kube-apiserver sends it.
+///
+/// # Panics
+/// Never: the parts make a valid response.
+#[must_use]
+pub fn status_answer(
+    code: StatusCode,
+    reason: &str,
+    message: &str,
+    retry_after: Option<u32>,
+) -> Response<Box<DynBody>> {
+    let status = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "details": { "retryAfterSeconds": retry_after.unwrap_or(0) },
+        "code": code.as_u16(),
+    });
+    let body = http_body_util::Full::new(Bytes::from(status.to_string()))
+        .map_err(|never: Infallible| -> BoxError { match never {} });
+    let mut answer = Response::builder()
+        .status(code)
+        .header("Content-Type", "application/json");
+    if let Some(after) = retry_after {
+        answer = answer.header("Retry-After", after.to_string());
+    }
+    answer
+        .body(Box::new(body) as Box<DynBody>)
+        .expect("a valid response")
 }
 
 /// A client of `config` whose writes the returned [`Overload`] refuses on demand, each with
