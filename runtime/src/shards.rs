@@ -159,17 +159,27 @@ impl Shards {
         self.enter_shard(self.sharding.shard_of(meta))
     }
 
+    /// Whether a reconcile may start under `holding` now: `Ok`, or not now, with when to try
+    /// again (`Some`: its renewal is late; `None`: it is being given up).
+    fn admits(&self, holding: Option<&Holding>) -> Result<(), Option<Duration>> {
+        match holding {
+            Some(h) if h.draining => Err(None),
+            Some(h) if !self.renewed_in_time(h) => Err(Some(self.sharding.timing.retry_period)),
+            Some(_) => Ok(()),
+            None => Err(None),
+        }
+    }
+
     fn enter_shard(self: &Arc<Self>, shard: u32) -> Serving {
         let mut held = self.lock();
+        match self.admits(held.get(&shard)) {
+            Ok(()) => {}
+            Err(Some(after)) => return Serving::Later(after),
+            Err(None) => return Serving::No,
+        }
         let Some(holding) = held.get_mut(&shard) else {
             return Serving::No;
         };
-        if holding.draining {
-            return Serving::No;
-        }
-        if !self.renewed_in_time(holding) {
-            return Serving::Later(self.sharding.timing.retry_period);
-        }
         holding.in_flight += 1;
         Serving::Yes(InFlight {
             fence: Fence {
@@ -185,10 +195,7 @@ impl Shards {
     /// again later (its shard's renewal is late) or left to its next change (not ours).
     pub fn later(&self, meta: &ObjectMeta) -> Option<Duration> {
         let shard = self.sharding.shard_of(meta);
-        self.lock()
-            .get(&shard)
-            .filter(|h| !h.draining && !self.renewed_in_time(h))
-            .map(|_| self.sharding.timing.retry_period)
+        self.admits(self.lock().get(&shard)).err().flatten()
     }
 
     /// Publishes the held shards, draining ones included (to the watch's selector: their
@@ -241,7 +248,8 @@ impl Shards {
         }) else {
             return;
         };
-        self.metrics.shards_held(self.served().len());
+        // Still held (and watched) while it drains; no longer served.
+        self.publish();
         if !self.drained(shard, grace).await {
             let cancelled = self.lock().get(&shard).map(|h| {
                 h.ended.cancel();
@@ -275,15 +283,6 @@ impl Shards {
         self.end(shard);
         self.publish();
         tracing::info!(shard, holding, "released the shard");
-    }
-
-    /// The served shards.
-    fn served(&self) -> BTreeSet<u32> {
-        self.lock()
-            .iter()
-            .filter(|(_, h)| self.serving(h))
-            .map(|(s, _)| *s)
-            .collect()
     }
 
     /// How long one request of the Lease loop may take: half the renew deadline, so a hung

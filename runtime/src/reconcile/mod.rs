@@ -415,13 +415,13 @@ where
         // reset connection) still reports its transition, from the next read (see `settle`).
         self.memory.with(object, |e| e.intent.clone_from(&intent));
         let written = self.write_status(api, object, &patch).await?;
-        if matches!(written, Write::Gone | Write::Fenced) {
+        // Answered: settled here (a conflict's re-read settles it on the next attempt).
+        if !matches!(written, Write::Conflict) {
             self.memory.with(object, |e| e.intent = None);
         }
         if let Some(stop) = written.into() {
             return Ok(stop);
         }
-        self.memory.with(object, |e| e.intent = None);
         if let Some(PhaseValue::Known(phase)) = &plan.machine().phase {
             self.memory
                 .with(object, |e| e.accepted = Some((*phase, entered)));
