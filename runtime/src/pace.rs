@@ -6,7 +6,7 @@
 //!   the last [`OVERLOAD_SAMPLES`] (none older than [`OVERLOAD_WINDOW`]; each cut needs fresh
 //!   evidence), ended in 429 Too Many Requests
 //!   or a 5xx other than an admission webhook the API server could not call (see
-//!   [`webhook_unreachable`]) — at most once per [`COOL_DOWN`], and grows by one per `limit`
+//!   [`webhook_unreachable`]), or ran out of time (see [`overload`]) — at most once per [`COOL_DOWN`], and grows by one per `limit`
 //!   reconciles that succeed, back up to the configured concurrency. Once overload is
 //!   sustained, and until a reconcile succeeds, a 429's `Retry-After` (the Status'
 //!   `details.retryAfterSeconds`) also pauses every new reconcile until it has passed. A flaky server's sparse errors do neither: each delays
@@ -326,8 +326,13 @@ pub fn webhook_unreachable(status: &kube::core::Status) -> bool {
     status.code == 500 && status.message.contains("failed calling webhook")
 }
 
-/// Whether `error` is the API server signalling overload (429, 5xx), and its `Retry-After`.
+/// Whether `error` is the API server signalling overload (429, 5xx, a request that ran out of
+/// time on either side: the server's `504 Timeout`, the client's deadline or read timeout),
+/// and its `Retry-After`.
 pub fn overload(error: &kube::Error) -> Option<Option<Duration>> {
+    if timed_out(error) {
+        return Some(None);
+    }
     match error {
         kube::Error::Api(status) if webhook_unreachable(status) => None,
         kube::Error::Api(status) if status.code == 429 || status.code >= 500 => Some(
@@ -340,6 +345,21 @@ pub fn overload(error: &kube::Error) -> Option<Option<Duration>> {
         ),
         _ => None,
     }
+}
+
+/// Whether a request behind `error` ran out of time on the client's side (an I/O timeout
+/// anywhere in its chain: the client's request deadline, a connection's read timeout).
+fn timed_out(error: &kube::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 #[cfg(test)]
@@ -499,5 +519,18 @@ mod tests {
         assert_eq!(overload(&status(503, 0)), Some(None));
         assert_eq!(overload(&status(409, 0)), None);
         assert_eq!(overload(&status(404, 1)), None);
+        assert_eq!(
+            overload(&status(504, 0)),
+            Some(None),
+            "the server's own timeout"
+        );
+        let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer");
+        assert_eq!(
+            overload(&kube::Error::Service(Box::new(timed_out))),
+            Some(None),
+            "the client's deadline"
+        );
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(overload(&kube::Error::Service(Box::new(refused))), None);
     }
 }
