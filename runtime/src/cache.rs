@@ -12,6 +12,7 @@ use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
 
 use crate::scope::Scoped;
+use crate::selection::Selection;
 
 /// What a cached resource type needs.
 pub trait Cached: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {}
@@ -47,6 +48,9 @@ pub struct Cache<R: Resource<DynamicType = ()> + Clone + 'static> {
     /// the last of several concurrent waiters.)
     listed: tokio::sync::watch::Sender<bool>,
     indexes: RwLock<HashMap<&'static str, Index<R>>>,
+    /// What the cache's watch selects: a write of this operator outside it is not kept (the
+    /// watch would never update or remove the copy).
+    selection: std::sync::OnceLock<Selection>,
 }
 
 impl<R: Resource<DynamicType = ()> + Clone + 'static> fmt::Debug for Cache<R> {
@@ -157,6 +161,7 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
             forgotten: Mutex::new(HashMap::new()),
             listed: tokio::sync::watch::Sender::new(false),
             indexes: RwLock::new(HashMap::from([(OWNER_INDEX, Index::new(owner))])),
+            selection: std::sync::OnceLock::new(),
         }
     }
 
@@ -217,9 +222,27 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
         }
     }
 
+    /// Says what the cache's watch selects (once, when the watch is wired).
+    pub(crate) fn select(&self, selection: Selection) {
+        let _ = self.selection.set(selection);
+    }
+
     /// Puts an object this operator just wrote into the cache, before its watch event comes,
-    /// so the next step reads its own write.
+    /// so the next step reads its own write; unless the watch does not select it: then any
+    /// copy is dropped (the watch would never update or remove it, and a step would take it
+    /// for the object for good), and the next step writes it again.
     pub(crate) fn remember(&self, mut object: R) {
+        if let Some(selection) = self.selection.get()
+            && !selection.matches(object.meta())
+        {
+            tracing::warn!(
+                kind = %R::kind(&()),
+                name = %object.meta().name.as_deref().unwrap_or_default(),
+                "this object does not match the selectors its kind is watched with, so the operator cannot see it and writes it on every reconcile; give it the labels the watch selects, or widen the selector"
+            );
+            self.apply(&watcher::Event::Delete(object));
+            return;
+        }
         crate::watch::slim_keeping_applies(object.meta_mut());
         self.apply(&watcher::Event::Apply(object));
     }

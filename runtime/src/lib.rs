@@ -60,6 +60,7 @@ mod reconcile;
 mod repair;
 mod report;
 mod scope;
+mod selection;
 pub mod shard;
 mod shard_children;
 mod shard_label;

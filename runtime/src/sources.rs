@@ -17,6 +17,7 @@ use kube::{Client, Resource};
 use crate::cache::{Cache, Watched};
 use crate::context::Caches;
 use crate::health::Health;
+use crate::selection::Selection;
 use crate::shard_label::Labeller;
 use crate::watch;
 
@@ -163,6 +164,7 @@ where
         else {
             return controller;
         };
+        cache.select(Selection::of(&config));
         let api = R::api_in::<R>(with.client.clone(), with.namespace);
         let events = match with.shards {
             Some(served) if owners && mappers.is_empty() => {

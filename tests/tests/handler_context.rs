@@ -493,3 +493,54 @@ async fn an_apply_that_stops_setting_a_field_removes_it_with_one_request() {
     assert_eq!(after - before, 1, "one request removed b, none since");
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_child_its_watch_does_not_select_is_not_taken_from_the_cache_for_good() {
+    let Some((client, ns)) =
+        cluster::prepare("a_child_its_watch_does_not_select", "fsm-unselected").await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let handler = Children {
+        child: keys_child,
+        ..Children::default()
+    };
+    // The owned kind is watched for `app=selected` only; the handler's child lacks the label,
+    // so the watch never reports it (nor its deletion).
+    let operator = Running::spawn(
+        operator::in_namespace::<Database, _>(&client, &ns, handler.clone())
+            .owns::<ConfigMap>(watcher::Config::default().labels("app=selected")),
+    );
+    let mut db = Database::sample("db");
+    db.annotations_mut().insert("keys".into(), "a".into());
+    api.create(&PostParams::default(), &db)
+        .await
+        .expect("create");
+    eventually(Duration::from_secs(30), || async {
+        configmaps.get("db-keys").await.ok()
+    })
+    .await
+    .expect("the child was applied");
+    configmaps
+        .delete("db-keys", &Default::default())
+        .await
+        .expect("somebody deletes the child");
+    // The next reconcile must not take its own earlier write for the child: it applies again
+    // (measured before the fix: the remembered copy stayed, the apply was skipped, the child
+    // never came back).
+    api.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "labels": { "poke": "1" } } })),
+    )
+    .await
+    .expect("label");
+    let back = eventually(Duration::from_secs(10), || async {
+        configmaps.get("db-keys").await.ok()
+    })
+    .await;
+    assert!(back.is_some(), "the child was applied again");
+    operator.stop().await;
+}
