@@ -30,18 +30,18 @@ pub enum ReconcileError {
 }
 
 impl ReconcileError {
-    /// Whether the API server could not be reached or could not serve the request (transport
-    /// errors, timeouts, 429, 5xx), as opposed to a refusal of this object's request.
+    /// Whether the API server could not be reached or could not serve a request (transport
+    /// errors, timeouts, 429, 5xx) somewhere in this error's chain — the engine's own request
+    /// or a handler's —, as opposed to a refusal of this object's request or a handler's own
+    /// failure.
     pub fn is_connection(&self) -> bool {
-        match self {
-            ReconcileError::Kube(kube::Error::Api(status)) => {
-                status.code == 429 || status.code >= 500
+        self.kube_error().is_some_and(|error| match error {
+            kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+            kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
+                true
             }
-            ReconcileError::Kube(
-                kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_),
-            ) => true,
             _ => false,
-        }
+        })
     }
 
     /// Whether the API server could not call an admission webhook for a request somewhere in
@@ -78,5 +78,39 @@ impl<E: std::error::Error + Send + Sync + 'static> From<StepError<E>> for Reconc
             StepError::Illegal(e) => ReconcileError::Illegal(e),
             StepError::Encode(e) => ReconcileError::Encode(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("child ConfigMap: {0}")]
+    struct ChildFailed(#[source] kube::Error);
+
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status {
+                code,
+                ..Default::default()
+            }
+            .boxed(),
+        )
+    }
+
+    #[test]
+    fn a_handlers_refused_request_is_a_connection_failure_as_the_engines_is() {
+        for code in [429, 500, 503] {
+            assert!(ReconcileError::Kube(api(code)).is_connection(), "{code}");
+            let handler = ReconcileError::Handler(Box::new(ChildFailed(api(code))));
+            assert!(handler.is_connection(), "a handler's {code}");
+        }
+        for code in [403, 404, 409, 422] {
+            let handler = ReconcileError::Handler(Box::new(ChildFailed(api(code))));
+            assert!(!handler.is_connection(), "a handler's {code}");
+        }
+        let own = ReconcileError::Handler("the database said no".into());
+        assert!(!own.is_connection(), "the handler's own failure");
     }
 }
