@@ -8,8 +8,8 @@
 //! `gen-big` binary and checked in.
 //!
 //! The runs against a real API server keep their shared parts here too: [`chaos`], [`economy`]
-//! (the API-economy run of `scripts/bench-scale`) and [`example`] (the example operator as a
-//! process of its own).
+//! (the API-economy run of `scripts/bench-scale`) [`example`] (the example operator as a
+//! process of its own) and [`flaky`] (a flaky API server for such processes).
 
 use kube::CustomResource;
 use kube_fsm::{MachineStatus, state_machine};
@@ -20,6 +20,7 @@ pub mod big_match;
 pub mod chaos;
 pub mod economy;
 pub mod example;
+pub mod flaky;
 
 /// A resource with a big machine: 150 phases, 320 edges.
 #[state_machine(spec = "specs/big.yaml")]

@@ -61,18 +61,7 @@ impl Overload {
     }
 
     fn refusal(&self, code: StatusCode) -> Response<Box<DynBody>> {
-        let (message, reason) = match code {
-            StatusCode::TOO_MANY_REQUESTS => (
-                "Too many requests, please try again later.",
-                "TooManyRequests",
-            ),
-            StatusCode::SERVICE_UNAVAILABLE => (
-                "the server is currently unable to handle the request",
-                "ServiceUnavailable",
-            ),
-            _ => ("etcdserver: request timed out", "InternalError"),
-        };
-        status_answer(code, reason, message, Some(self.retry_after))
+        refusal(code, self.retry_after)
     }
 
     /// Whether to refuse the next write, and with what.
@@ -81,14 +70,36 @@ impl Overload {
             return Some(StatusCode::TOO_MANY_REQUESTS);
         }
         let share = f64::from_bits(self.flaky.load(Ordering::SeqCst));
-        (fastrand::f64() < share).then(|| {
-            [
-                StatusCode::TOO_MANY_REQUESTS,
-                StatusCode::INTERNAL_SERVER_ERROR,
-                StatusCode::SERVICE_UNAVAILABLE,
-            ][fastrand::usize(..3)]
-        })
+        (fastrand::f64() < share).then(flaky_code)
     }
+}
+
+/// One of a flaky server's answers, at random: 429, 500 or 503.
+#[must_use]
+pub fn flaky_code() -> StatusCode {
+    [
+        StatusCode::TOO_MANY_REQUESTS,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        StatusCode::SERVICE_UNAVAILABLE,
+    ][fastrand::usize(..3)]
+}
+
+/// The API server's refusal with `code` (429, 503, or else 500 as etcd's timeout), its Status
+/// body and `Retry-After: retry_after`.
+#[must_use]
+pub fn refusal(code: StatusCode, retry_after: u32) -> Response<Box<DynBody>> {
+    let (message, reason) = match code {
+        StatusCode::TOO_MANY_REQUESTS => (
+            "Too many requests, please try again later.",
+            "TooManyRequests",
+        ),
+        StatusCode::SERVICE_UNAVAILABLE => (
+            "the server is currently unable to handle the request",
+            "ServiceUnavailable",
+        ),
+        _ => ("etcdserver: request timed out", "InternalError"),
+    };
+    status_answer(code, reason, message, Some(retry_after))
 }
 
 /// An API server's Status answer: `code` with `reason` and `message` (and `Retry-After`, in

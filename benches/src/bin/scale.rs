@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! scripts/bench-scale-n [--objects N] [--namespaces M] [--events all|warnings|off]
-//!                       [--operators kube-fsm,reference] [--timeout SECS]
+//!                       [--operators kube-fsm,reference] [--timeout SECS] [--flaky SHARE]
 //! ```
 //!
 //! An operator `kube-fsm@concurrency=64+handler-latency=50` runs the example with
@@ -20,6 +20,9 @@
 //! first replica once half the objects are Running and prints how long the rest took. With
 //! replicas, each writes under its own field manager (`kube-fsm-R`), and the harness's own
 //! watch counts the objects whose status more than one replica wrote (from `managedFields`).
+//!
+//! `--flaky SHARE` puts a flaky API server between each operator and the real one (see
+//! `kube_fsm_benches::flaky`): SHARE of all requests are answered 429, 500 or 503 at random.
 //!
 //! Needs `KUBECONFIG` (a dedicated `scripts/envtest`, so that no other client's requests are
 //! counted; `KUBE_FSM_ENVTEST_DIR` locates its kube-apiserver's pid for its CPU time) and the
@@ -36,6 +39,7 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use kube_fsm_benches::example::{BoxError, install_crd, process_stats, sibling};
+use kube_fsm_benches::flaky::FlakyProxy;
 use kube_fsm_tests::cluster;
 use kube_fsm_tests::prometheus::Requests;
 use serde_json::json;
@@ -47,6 +51,9 @@ struct Options {
     events: String,
     operators: Vec<String>,
     timeout: Duration,
+    /// The share of requests a flaky API server refuses (0: none, the operators talk to the
+    /// server directly).
+    flaky: f64,
 }
 
 fn options() -> Result<Options, String> {
@@ -56,6 +63,7 @@ fn options() -> Result<Options, String> {
         events: "all".into(),
         operators: vec!["kube-fsm".into(), "reference".into()],
         timeout: Duration::from_secs(600),
+        flaky: 0.0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -77,6 +85,13 @@ fn options() -> Result<Options, String> {
             "--events" => options.events.clone_from(&value),
             "--operators" => options.operators = value.split(',').map(str::to_owned).collect(),
             "--timeout" => options.timeout = Duration::from_secs(number()?),
+            "--flaky" => {
+                options.flaky = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|share| (0.0..1.0).contains(share))
+                    .ok_or(format!("{flag}: a share in [0, 1)"))?;
+            }
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -151,6 +166,10 @@ struct Run {
     requests: Counters,
     idle_writes: u64,
     running: usize,
+    /// With `--flaky`: the requests the flaky server refused, and those it forwarded.
+    injected: Option<(u64, u64)>,
+    /// From deleting every object until the last is gone (its finalizer removed).
+    cleanup: Duration,
 }
 
 /// The field managers that own fields of `object`'s status (1.20 has no `subresource` in
@@ -208,6 +227,15 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
             _ => flags.extend([format!("--{flag}"), value.to_owned()]),
         }
     }
+    // With --flaky, the operators talk to a flaky server in front of the real one.
+    let flaky = if options.flaky > 0.0 {
+        let proxy = FlakyProxy::start(client.clone(), options.flaky).await?;
+        let path = std::env::temp_dir().join(format!("kube-fsm-flaky-{}.yaml", std::process::id()));
+        std::fs::write(&path, proxy.kubeconfig())?;
+        Some((proxy, path))
+    } else {
+        None
+    };
     let mut children = Vec::new();
     for replica in 0..replicas {
         let mut command = match program {
@@ -237,6 +265,9 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
             }
             other => return Err(format!("unknown operator {other}").into()),
         };
+        if let Some((_, kubeconfig)) = &flaky {
+            command.env("KUBECONFIG", kubeconfig);
+        }
         children.push(
             command
                 .env("RUST_LOG", "error")
@@ -355,6 +386,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
         );
     }
     let after = counters(client).await?;
+    let injected = flaky.as_ref().map(|(proxy, _)| proxy.counts());
     let (cpu, rss) = pids
         .iter()
         .filter_map(|pid| process_stats(*pid))
@@ -378,6 +410,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     let idle = counters(client).await? - after;
 
     // Clean up while the operator runs (its finalizer), then the children, then stop it.
+    let cleanup_started = Instant::now();
     for ns in &namespaces {
         Api::<DynamicObject>::namespaced_with(client.clone(), ns, &cluster::example_databases())
             .delete_collection(&DeleteParams::default(), &ListParams::default())
@@ -396,6 +429,9 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
         {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+    let cleanup = cleanup_started.elapsed();
+    for ns in &namespaces {
         Api::<ConfigMap>::namespaced(client.clone(), ns)
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await?;
@@ -415,6 +451,8 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
         requests: after - before,
         idle_writes: idle.status_writes + idle.child_writes,
         running: count_running,
+        injected,
+        cleanup,
     })
 }
 
@@ -422,12 +460,12 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
 fn table(options: &Options, runs: &[Run]) -> String {
     let n = options.objects as f64;
     let mut out = String::from(
-        "| operator | Running | converge s | p50 / p99 s | objects/s | peak RSS MiB | MiB per 1 000 | CPU s | CPU ms per object | API server CPU s | status writes | child writes | GETs | 5xx | 409 | Events | finalizer writes | writes while idle |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| operator | Running | converge s | p50 / p99 s | objects/s | peak RSS MiB | MiB per 1 000 | CPU s | CPU ms per object | API server CPU s | status writes | child writes | GETs | 5xx | 409 | Events | finalizer writes | writes while idle | all deleted s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in runs {
         let q = r.requests;
         out.push_str(&format!(
-            "| {} | {}/{} | {:.1} | {:.2} / {:.2} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {}/{} | {:.1} | {:.2} / {:.2} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |\n",
             r.operator,
             r.running,
             options.objects,
@@ -448,6 +486,7 @@ fn table(options: &Options, runs: &[Run]) -> String {
             q.events,
             q.finalizer_writes,
             r.idle_writes,
+            r.cleanup.as_secs_f64(),
         ));
     }
     if let [a, b] = runs {
@@ -459,7 +498,7 @@ fn table(options: &Options, runs: &[Run]) -> String {
             }
         };
         out.push_str(&format!(
-            "| ratio {} / {} | | {} | {} / {} | | {} | | {} | | {} | | | | | | | | |\n",
+            "| ratio {} / {} | | {} | {} / {} | | {} | | {} | | {} | | | | | | | | | |\n",
             a.operator,
             b.operator,
             ratio(a.converge.as_secs_f64(), b.converge.as_secs_f64()),
@@ -473,12 +512,21 @@ fn table(options: &Options, runs: &[Run]) -> String {
             },
         ));
     }
+    for r in runs {
+        if let Some((refused, forwarded)) = r.injected {
+            out.push_str(&format!(
+                "\n{}: the flaky server refused {refused} of {} requests (429, 500 or 503 at random)",
+                r.operator,
+                refused + forwarded
+            ));
+        }
+    }
     out
 }
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let options = options().map_err(|e| format!("{e}\nusage: scale [--objects N] [--namespaces M] [--events all|warnings|off] [--operators kube-fsm,reference] [--timeout SECS]"))?;
+    let options = options().map_err(|e| format!("{e}\nusage: scale [--objects N] [--namespaces M] [--events all|warnings|off] [--operators kube-fsm,reference] [--timeout SECS] [--flaky SHARE]"))?;
     let client = Client::try_default().await?;
     install_crd(&client).await?;
     let mut runs = Vec::new();
