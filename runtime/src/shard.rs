@@ -124,6 +124,16 @@ impl Sharding {
             .filter(|shard| *shard < self.shards)
     }
 
+    /// The shard of a larger shard count that an object's label still names, if it does.
+    pub(crate) fn stale(&self, meta: &ObjectMeta) -> Option<u32> {
+        meta.labels
+            .as_ref()?
+            .get(&self.label())?
+            .parse()
+            .ok()
+            .filter(|shard| *shard >= self.shards)
+    }
+
     /// The Lease of shard `shard`.
     pub(crate) fn lease(&self, shard: u32) -> String {
         format!("{}-shard-{shard}", self.name)

@@ -6,8 +6,13 @@
 //! never lands on a new object of the same name. A write that fails (an API error, a policy
 //! webhook down under `Fail`) is retried with backoff until it lands: an unlabelled object is
 //! in no replica's watch, so nothing else would bring it back.
+//!
+//! An object whose label names a shard of a larger count is moved only once that shard's Lease
+//! is no longer held (released, or unchanged for its duration): during a rolling change to
+//! fewer shards, a replica of the old count may still be serving it, and moving the object
+//! would hand it to a second replica mid-reconcile.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,6 +20,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
@@ -22,6 +28,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 use crate::backoff::Backoff;
+use crate::lease::Observed;
 use crate::metrics::MachineMetrics;
 use crate::reconcile::{Engine, Reconciled, Requeue};
 use crate::scope::Scoped;
@@ -158,15 +165,35 @@ impl Labeller {
         if attempt > 0 {
             retries.waiting.remove(&uid);
         }
-        match self.write_label::<R>(&meta, shard).await {
+        let written = match self.shards.sharding.stale(&meta) {
+            Some(old) if !self.released(old, &mut retries.old_shards).await => {
+                Err(Unlabelled::StillServed(old))
+            }
+            _ => self
+                .write_label::<R>(&meta, shard)
+                .await
+                .map_err(Unlabelled::Refused),
+        };
+        match written {
             Ok(written) => {
                 if written && retries.counted {
                     self.metrics.shard_labelled();
                 }
             }
-            Err(err) if retries.waiting.insert(uid) => {
+            Err(why) if retries.waiting.insert(uid) => {
                 let delay = LABEL_BACKOFF.jittered(attempt.saturating_add(1));
-                tracing::warn!(%err, object = meta.name.as_deref().unwrap_or_default(), ?delay, "cannot write a shard label; retrying");
+                let object = meta.name.as_deref().unwrap_or_default();
+                match why {
+                    Unlabelled::Refused(err) => {
+                        tracing::warn!(%err, object, ?delay, "cannot write a shard label; retrying")
+                    }
+                    Unlabelled::StillServed(old) => tracing::debug!(
+                        old,
+                        object,
+                        ?delay,
+                        "the object's shard of the former count is still held; moving it once that shard is released"
+                    ),
+                }
                 retries.due.push(Box::pin(async move {
                     tokio::time::sleep(delay).await;
                     (meta, shard, attempt.saturating_add(1))
@@ -175,6 +202,47 @@ impl Labeller {
             Err(_) => {}
         }
     }
+
+    /// Whether shard `old` of a larger count is no longer held: its Lease is gone, released,
+    /// ours, or unchanged for its duration on this replica's clock (read at most once per
+    /// retry period; an unanswered read counts as held).
+    async fn released(&self, old: u32, leases: &mut HashMap<u32, OldShard>) -> bool {
+        let timing = &self.shards.sharding.timing;
+        let seen = leases.entry(old).or_default();
+        if seen
+            .read
+            .is_some_and(|at| at.elapsed() < timing.retry_period)
+        {
+            return seen.free;
+        }
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.shards.sharding.namespace);
+        let name = self.shards.sharding.lease(old);
+        seen.read = Some(tokio::time::Instant::now());
+        seen.free = match tokio::time::timeout(timing.renew_deadline / 2, api.get_opt(&name)).await
+        {
+            Ok(Ok(lease)) => seen
+                .observed
+                .free(lease.as_ref(), &timing.identity, timing.duration),
+            _ => false,
+        };
+        seen.free
+    }
+}
+
+/// Why an object is still without its label.
+enum Unlabelled {
+    /// The write failed.
+    Refused(kube::Error),
+    /// Its label names this shard of a larger count, whose Lease is still held.
+    StillServed(u32),
+}
+
+/// What the labeller last saw of the Lease of a shard of a larger count.
+#[derive(Default)]
+pub(crate) struct OldShard {
+    observed: Observed,
+    read: Option<tokio::time::Instant>,
+    free: bool,
 }
 
 /// The backoff between attempts at one object's shard label.
@@ -192,6 +260,8 @@ type Attempt = Pin<Box<dyn Future<Output = (ObjectMeta, u32, u32)> + Send>>;
 pub(crate) struct Retries {
     waiting: HashSet<String>,
     pub due: FuturesUnordered<Attempt>,
+    /// The Leases of shards of a larger count that objects' labels still name.
+    old_shards: HashMap<u32, OldShard>,
     /// Whether the labels written count in `kube_fsm_shard_labels_written_total` (the
     /// machine's own objects, not their children).
     counted: bool,

@@ -725,6 +725,92 @@ async fn a_lower_shard_count_relabels_the_objects_of_shards_that_are_gone() {
     b.stop().await;
 }
 
+/// Who holds the Lease of `shard` (of the tests' sharding `fsm-shards`).
+async fn holder_of(client: &kube::Client, ns: &str, shard: u32) -> Option<String> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), ns);
+    leases
+        .get_opt(&format!("fsm-shards-shard-{shard}"))
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+#[tokio::test]
+async fn a_rolling_change_to_fewer_shards_never_hands_an_object_to_two_replicas() {
+    let Some((client, ns)) = cluster::prepare("a_rolling_change_to_fewer", "fsm-shards-roll").await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let step = Duration::from_millis(400);
+    // Two replicas of the old count (6) share its shards.
+    let (a, _) = replica_of(&client, &ns, "old-a", &ledger, step, SHARDS);
+    let (b, _) = replica_of(&client, &ns, "old-b", &ledger, step, SHARDS);
+    create(&api, "roll", 24).await;
+    all_running(&api, 24).await;
+    eventually(Duration::from_secs(30), || async {
+        let mut holders = BTreeSet::new();
+        for shard in 0..SHARDS {
+            holders.insert(holder_of(&client, &ns, shard).await?);
+        }
+        (holders.len() == 2).then_some(())
+    })
+    .await
+    .expect("both old replicas hold shards");
+    // The rolling update replaces the holder of shard 0 with a replica of the new count (3):
+    // it takes shard 0 and, as its labeller, finds the objects labelled 3 to 5, while the
+    // other old replica still serves some of those shards.
+    let first = holder_of(&client, &ns, 0).await.expect("shard 0 held");
+    let (gone, staying) = if first == "old-a" { (a, b) } else { (b, a) };
+    gone.stop().await;
+    let (new, _) = replica_of(&client, &ns, "new", &ledger, step, 3);
+    eventually(Duration::from_secs(30), || async {
+        (holder_of(&client, &ns, 0).await.as_deref() == Some("new")).then_some(())
+    })
+    .await
+    .expect("the new replica takes shard 0");
+    // Every object is reconciled again while the shards change hands.
+    change_every_spec(&api).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // The last old replica leaves: every object moves to its shard of 3.
+    staying.stop().await;
+    let objects = eventually(Duration::from_secs(60), || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .all(|db| {
+                let shard = kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), 3);
+                db.labels().get("shard.kube-fsm.io/fsm-shards") == Some(&shard.to_string())
+                    && phase_of(db).as_deref() == Some("Running")
+                    && db
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.machine.observed_generation)
+                        == db.metadata.generation
+            })
+            .then_some(list.items)
+    })
+    .await
+    .expect("every object moved to its shard of 3 and is Running at its generation");
+    assert_eq!(objects.len(), 24);
+    let overlaps = ledger
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .overlaps
+        .clone();
+    // Measured before the fix: the new replica moved objects out of the old replica's shards
+    // while it was stepping them.
+    assert!(
+        overlaps.is_empty(),
+        "reconciled by two replicas at once: {overlaps:?}"
+    );
+    new.stop().await;
+}
+
 #[tokio::test]
 async fn switching_from_leader_election_to_sharding_finds_every_child_and_moves_no_phase() {
     let Some((client, ns)) =
