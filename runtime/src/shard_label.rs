@@ -239,7 +239,7 @@ enum Unlabelled {
 
 /// What the labeller last saw of the Lease of a shard of a larger count.
 #[derive(Default)]
-pub(crate) struct OldShard {
+struct OldShard {
     observed: Observed,
     read: Option<tokio::time::Instant>,
     free: bool,
