@@ -25,7 +25,8 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(70);
 
 /// A client for `config` without kube's built-in retry of 429, 503 and 504 (up to 15 times,
 /// over minutes), so that each such answer reaches the engine's pacing and per-object backoff
-/// at once, and with a deadline of [`REQUEST_DEADLINE`] on every request but watches. Use it
+/// at once, and with a deadline of 70 s on every request but watches (longer than the API
+/// server's own one-minute limit; a request that runs out of it counts as overload). Use it
 /// for the client given to [`crate::Operator::new`].
 ///
 /// ```no_run
