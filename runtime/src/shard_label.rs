@@ -181,7 +181,12 @@ impl Labeller {
                 }
             }
             Err(why) if retries.waiting.insert(uid) => {
-                let delay = LABEL_BACKOFF.jittered(attempt.saturating_add(1));
+                // A held old shard is looked at again every retry period (its Lease is read
+                // once per period for all its objects), so the object moves soon after it frees.
+                let delay = match why {
+                    Unlabelled::Refused(_) => LABEL_BACKOFF.jittered(attempt.saturating_add(1)),
+                    Unlabelled::StillServed(_) => self.shards.sharding.timing.retry_period,
+                };
                 let object = meta.name.as_deref().unwrap_or_default();
                 match why {
                     Unlabelled::Refused(err) => {

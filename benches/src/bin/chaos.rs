@@ -9,9 +9,12 @@
 //! With `--sharded`: three replicas share 12 shards instead of electing a leader, each handler
 //! step takes 1.5 s (longer than the 1 s grace a shard given up leaves its reconciles), and
 //! every 15–30 s one replica is killed mid-handler or leaves gracefully (SIGTERM's path: it
-//! gives its shards up) and a new one joins. The handlers record which replica steps which
-//! object: two replicas stepping one object at once is a violation, and so is an object left
-//! without a valid shard label once the run has converged.
+//! gives its shards up) and a new one joins. Half-way through the faults the shard count
+//! changes from 12 to 8 as a rolling update does it: the replicas are replaced one by one by
+//! replicas of the new count, old and new running side by side meanwhile. The handlers record
+//! which replica steps which object: two replicas stepping one object at once is a violation,
+//! and so is an object left without the label of its shard of the final count once the run
+//! has converged.
 //!
 //! For `--faults` seconds: every request of the replicas may be delayed, refused (429 with
 //! Retry-After, 503), answered with 500 after it landed, or reset (before or after the server
@@ -26,7 +29,7 @@
 //! Prints the invariants as counts and exits non-zero if any is violated.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -57,6 +60,8 @@ struct Options {
 }
 
 const SHARDS: u32 = 12;
+/// The shard count after the rolling change half-way through the faults.
+const RESHARDED: u32 = 8;
 const SHARD_LABEL: &str = "shard.kube-fsm.io/chaos";
 
 fn options() -> Result<Options, String> {
@@ -107,6 +112,8 @@ struct Shared {
     run: String,
     lease_ns: String,
     sharded: bool,
+    /// The shard count new replicas get (it changes half-way, as a rolling update does).
+    shards: Arc<AtomicU32>,
 }
 
 struct Replica {
@@ -134,11 +141,15 @@ fn spawn_replica(shared: &Shared, n: usize) -> Replica {
         });
     let operator = if shared.sharded {
         operator.sharding(
-            Sharding::new("chaos", shared.lease_ns.clone(), SHARDS)
-                .identity(identity.clone())
-                .duration(Duration::from_secs(6))
-                .renew_deadline(Duration::from_secs(4))
-                .retry_period(Duration::from_secs(1)),
+            Sharding::new(
+                "chaos",
+                shared.lease_ns.clone(),
+                shared.shards.load(Ordering::SeqCst),
+            )
+            .identity(identity.clone())
+            .duration(Duration::from_secs(6))
+            .renew_deadline(Duration::from_secs(4))
+            .retry_period(Duration::from_secs(1)),
         )
     } else {
         operator.leader_election(
@@ -164,8 +175,9 @@ fn envtest(command: &str) {
     }
 }
 
-/// The run's objects without the label of their shard (as FNV-1a of their UID gives it).
-async fn unlabelled(client: &Client, run: &str) -> usize {
+/// The run's objects without the label of their shard of `shards` (as FNV-1a of their UID
+/// gives it).
+async fn unlabelled(client: &Client, run: &str, shards: u32) -> usize {
     let api: Api<Database> = Api::all(client.clone());
     let listed = api
         .list(&kube::api::ListParams::default().labels(&format!("{LABEL}={run}")))
@@ -175,7 +187,7 @@ async fn unlabelled(client: &Client, run: &str) -> usize {
             .iter()
             .filter(|db| {
                 let shard =
-                    kube_fsm::shard::shard_of(&db.metadata.uid.clone().unwrap_or_default(), SHARDS);
+                    kube_fsm::shard::shard_of(&db.metadata.uid.clone().unwrap_or_default(), shards);
                 db.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL))
                     != Some(&shard.to_string())
             })
@@ -249,6 +261,7 @@ async fn main() {
         run: run.clone(),
         lease_ns: namespaces[0].clone(),
         sharded: options.sharded,
+        shards: Arc::new(AtomicU32::new(SHARDS)),
     };
     let mut next_replica = 0;
     let mut replicas: Vec<Replica> = (0..if options.sharded { 3 } else { 2 })
@@ -302,6 +315,10 @@ async fn main() {
         options.faults * 3 / 4,
     ];
     let mut milestone = 0;
+    // The rolling change of the shard count: replicas still to replace, and when the next goes.
+    let mut to_reshard = 0usize;
+    let mut next_reshard = Instant::now();
+    let mut resharded = 0;
     let actions_per_tick = (options.objects as f64 / 4.0) / (options.faults.as_secs_f64() * 4.0);
     let mut owed_actions = 0.0;
     let mut last_sample = Instant::now();
@@ -356,6 +373,26 @@ async fn main() {
                 next_replica += 1;
                 *replica = spawn_replica(&shared, next_replica);
             }
+        }
+        if options.sharded
+            && resharded == 0
+            && to_reshard == 0
+            && fault_start.elapsed() >= options.faults / 2
+        {
+            shared.shards.store(RESHARDED, Ordering::SeqCst);
+            to_reshard = replicas.len();
+        }
+        if to_reshard > 0 && Instant::now() >= next_reshard {
+            // One old replica leaves gracefully and one of the new count takes its place.
+            to_reshard -= 1;
+            resharded += 1;
+            next_replica += 1;
+            let gone = std::mem::replace(
+                &mut replicas[to_reshard],
+                spawn_replica(&shared, next_replica),
+            );
+            let _ = gone.stop.send(());
+            next_reshard = Instant::now() + Duration::from_secs(3);
         }
         if options.server_faults
             && milestone < milestones.len()
@@ -417,12 +454,20 @@ async fn main() {
     let moves_before = observer.findings().operator_moves;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let idle_moves = observer.findings().operator_moves - moves_before;
-    // With sharding, every object carries the label of its shard.
-    let unlabelled = if options.sharded {
-        unlabelled(&client, &run).await
-    } else {
-        0
-    };
+    // With sharding, every object carries the label of its shard of the final count within
+    // 60 s after the faults stopped (an object of an old shard moves once that shard's Lease,
+    // held by a killed replica of the old count, has expired).
+    let mut unlabelled_left = 0;
+    if options.sharded {
+        loop {
+            unlabelled_left = unlabelled(&client, &run, shared.shards.load(Ordering::SeqCst)).await;
+            if unlabelled_left == 0 || faults_stopped.elapsed() >= Duration::from_secs(60) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    let unlabelled = unlabelled_left;
     for replica in &replicas {
         replica.task.abort();
     }
@@ -446,8 +491,8 @@ async fn main() {
     // with leader changes (and relists); a hot loop would exceed this by far.
     // With sharding a replica that goes and one that joins each move shards: two handovers.
     let per_change = if options.sharded { 2 } else { 1 };
-    let max_handler_runs =
-        10 + 2 * (per_change * (kills + leaves) + restarts_after_loss + findings.relists);
+    let max_handler_runs = 10
+        + 2 * (per_change * (kills + leaves + resharded) + restarts_after_loss + findings.relists);
     // A hot loop retries an object many times a second; the engine's backoff starts at 0.5 s.
     const MAX_RATE_PER_OBJECT: f64 = 10.0;
     let checks = [
@@ -484,7 +529,7 @@ async fn main() {
             0.0,
         ),
         (
-            "objects without a valid shard label once converged",
+            "objects without the label of their shard 60 s after the faults",
             unlabelled as f64,
             0.0,
         ),
@@ -502,7 +547,7 @@ async fn main() {
         options.faults,
         if options.sharded {
             format!(
-                "3 replicas sharing {SHARDS} shards, 1.5 s handler steps; replicas left gracefully {leaves}"
+                "3 replicas sharing {SHARDS} shards, then {RESHARDED} (replicas replaced one by one: {resharded}), 1.5 s handler steps; replicas left gracefully {leaves}"
             )
         } else {
             "2 replicas with leader election".to_owned()
