@@ -115,6 +115,8 @@ async fn answer(
     })
 }
 
+/// The proxy's own refusal: `code` with `message`.
 fn plain(code: StatusCode, message: &str) -> Answer {
-    status_answer(code, "BadGateway", message, None)
+    let reason = code.canonical_reason().unwrap_or_default().replace(' ', "");
+    status_answer(code, &reason, message, None)
 }

@@ -6,8 +6,8 @@
 //!   the last [`OVERLOAD_SAMPLES`] (none older than [`OVERLOAD_WINDOW`]; each cut needs fresh
 //!   evidence), ended in 429 Too Many Requests
 //!   or a 5xx other than an admission webhook the API server could not call (see
-//!   [`webhook_unreachable`]), or ran out of time (see [`overload`]) — at most once per [`COOL_DOWN`], and grows by one per `limit`
-//!   reconciles that succeed, back up to the configured concurrency. Once overload is
+//!   [`webhook_unreachable`]), or ran out of time (see [`overload`]) — at most once per
+//!   [`COOL_DOWN`], and grows by one per `limit` reconciles that succeed, back up to the configured concurrency. Once overload is
 //!   sustained, and until a reconcile succeeds, a 429's `Retry-After` (the Status'
 //!   `details.retryAfterSeconds`) also pauses every new reconcile until it has passed. A flaky server's sparse errors do neither: each delays
 //!   only its own object, by its backoff and at least the server's `Retry-After` (as client-go
