@@ -350,16 +350,11 @@ pub fn overload(error: &kube::Error) -> Option<Option<Duration>> {
 /// Whether a request behind `error` ran out of time on the client's side (an I/O timeout
 /// anywhere in its chain: the client's request deadline, a connection's read timeout).
 fn timed_out(error: &kube::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = cause {
-        if e.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
-        {
-            return true;
-        }
-        cause = e.source();
-    }
-    false
+    std::iter::successors(Some(error as &(dyn std::error::Error + 'static)), |e| {
+        e.source()
+    })
+    .filter_map(|e| e.downcast_ref::<std::io::Error>())
+    .any(|io| io.kind() == std::io::ErrorKind::TimedOut)
 }
 
 #[cfg(test)]

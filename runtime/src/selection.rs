@@ -15,6 +15,9 @@ pub(crate) struct Selection {
     fields: Vec<Requirement>,
 }
 
+/// The fields a field selector's requirement is evaluated on; one on another field is left out.
+const FIELDS: [&str; 2] = ["metadata.name", "metadata.namespace"];
+
 #[derive(Clone, Debug, PartialEq)]
 enum Requirement {
     Exists(String),
@@ -36,7 +39,10 @@ impl Selection {
                 .field_selector
                 .as_deref()
                 .map(requirements)
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| FIELDS.contains(&r.key()))
+                .collect(),
         }
     }
 
@@ -49,11 +55,7 @@ impl Selection {
             "metadata.namespace" => Some(meta.namespace.as_deref().unwrap_or_default()),
             _ => None,
         };
-        self.labels.iter().all(|r| r.holds(label))
-            && self.fields.iter().all(|r| {
-                let key = r.key();
-                key != "metadata.name" && key != "metadata.namespace" || r.holds(field)
-            })
+        self.labels.iter().all(|r| r.holds(label)) && self.fields.iter().all(|r| r.holds(field))
     }
 }
 

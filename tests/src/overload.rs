@@ -60,10 +60,6 @@ impl Overload {
         self.passed.load(Ordering::SeqCst)
     }
 
-    fn refusal(&self, code: StatusCode) -> Response<Box<DynBody>> {
-        refusal(code, self.retry_after)
-    }
-
     /// Whether to refuse the next write, and with what.
     fn refuses(&self) -> Option<StatusCode> {
         if self.refusing.load(Ordering::SeqCst) {
@@ -186,7 +182,7 @@ where
         }
         if let Some(code) = self.overload.refuses() {
             self.overload.refused.fetch_add(1, Ordering::SeqCst);
-            let refusal = self.overload.refusal(code);
+            let refusal = refusal(code, self.overload.retry_after);
             return Box::pin(async move { Ok(refusal) });
         }
         self.overload.passed.fetch_add(1, Ordering::SeqCst);

@@ -430,6 +430,31 @@ fn keys_child(db: &Database) -> ConfigMap {
     child
 }
 
+/// An operator of handlers applying [`keys_child`], its ConfigMaps watched with `config`, and
+/// the Database `db` with the `keys` annotation `keys`, created.
+async fn keys_operator(
+    client: &kube::Client,
+    ns: &str,
+    config: watcher::Config,
+    keys: &str,
+) -> (Children, Running) {
+    let handler = Children {
+        child: keys_child,
+        ..Children::default()
+    };
+    let operator = Running::spawn(
+        operator::in_namespace::<Database, _>(client, ns, handler.clone())
+            .owns::<ConfigMap>(config),
+    );
+    let mut db = Database::sample("db");
+    db.annotations_mut().insert("keys".into(), keys.into());
+    Api::<Database>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &db)
+        .await
+        .expect("create");
+    (handler, operator)
+}
+
 #[tokio::test]
 async fn an_apply_that_stops_setting_a_field_removes_it_with_one_request() {
     let Some((client, ns)) = cluster::prepare("an_apply_that_stops_setting", "fsm-prune").await
@@ -438,19 +463,7 @@ async fn an_apply_that_stops_setting_a_field_removes_it_with_one_request() {
     };
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let handler = Children {
-        child: keys_child,
-        ..Children::default()
-    };
-    let operator = Running::spawn(
-        operator::in_namespace::<Database, _>(&client, &ns, handler.clone())
-            .owns::<ConfigMap>(watcher::Config::default()),
-    );
-    let mut db = Database::sample("db");
-    db.annotations_mut().insert("keys".into(), "a,b".into());
-    api.create(&PostParams::default(), &db)
-        .await
-        .expect("create");
+    let (handler, operator) = keys_operator(&client, &ns, watcher::Config::default(), "a,b").await;
     wait_phase(&api, "db", "Running").await;
     let data = |cm: ConfigMap| cm.data.unwrap_or_default().into_keys().collect::<Vec<_>>();
     let child = configmaps.get("db-keys").await.expect("the child");
@@ -503,21 +516,15 @@ async fn a_child_its_watch_does_not_select_is_not_taken_from_the_cache_for_good(
     };
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let handler = Children {
-        child: keys_child,
-        ..Children::default()
-    };
     // The owned kind is watched for `app=selected` only; the handler's child lacks the label,
     // so the watch never reports it (nor its deletion).
-    let operator = Running::spawn(
-        operator::in_namespace::<Database, _>(&client, &ns, handler.clone())
-            .owns::<ConfigMap>(watcher::Config::default().labels("app=selected")),
-    );
-    let mut db = Database::sample("db");
-    db.annotations_mut().insert("keys".into(), "a".into());
-    api.create(&PostParams::default(), &db)
-        .await
-        .expect("create");
+    let (_, operator) = keys_operator(
+        &client,
+        &ns,
+        watcher::Config::default().labels("app=selected"),
+        "a",
+    )
+    .await;
     eventually(Duration::from_secs(30), || async {
         configmaps.get("db-keys").await.ok()
     })

@@ -54,14 +54,10 @@ impl ReconcileError {
 
     /// The first Kubernetes error in this error's chain (a handler's own request included).
     fn kube_error(&self) -> Option<&kube::Error> {
-        let mut error: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(e) = error {
-            if let Some(kube) = e.downcast_ref::<kube::Error>() {
-                return Some(kube);
-            }
-            error = e.source();
-        }
-        None
+        std::iter::successors(Some(self as &(dyn std::error::Error + 'static)), |e| {
+            e.source()
+        })
+        .find_map(|e| e.downcast_ref::<kube::Error>())
     }
 
     /// Whether the API server signalled overload (429, 5xx) somewhere in this error's chain
