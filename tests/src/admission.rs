@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
 use crate::cluster::{self, eventually};
+use crate::proxy::Proxy;
 
 /// The namespace label a test's webhook is registered for.
 pub const SCOPE_LABEL: &str = "kube-fsm.dev/test-webhook";
@@ -50,11 +51,16 @@ pub struct Registration {
 }
 
 fn options(ns: &str, endpoint: Endpoint, failure: FailurePolicy) -> WebhookOptions {
+    options_for((SCOPE_LABEL, ns), endpoint, failure)
+}
+
+/// Options for the namespaces labelled `label` (name, value).
+fn options_for(label: (&str, &str), endpoint: Endpoint, failure: FailurePolicy) -> WebhookOptions {
     let mut options = WebhookOptions::new(endpoint);
     options.failure_policy = failure;
     options.timeout_seconds = 5;
     options.namespace_selector = Some(LabelSelector {
-        match_labels: Some(BTreeMap::from([(SCOPE_LABEL.to_owned(), ns.to_owned())])),
+        match_labels: Some(BTreeMap::from([(label.0.to_owned(), label.1.to_owned())])),
         ..LabelSelector::default()
     });
     options
@@ -72,26 +78,66 @@ pub async fn serve<K: Probe>(
     policy: Policy,
     failure: FailurePolicy,
 ) -> Registration {
+    serve_for(client, ns, (SCOPE_LABEL, ns), probe, policy, failure, false)
+        .await
+        .0
+}
+
+/// Serves `K`'s webhook under `policy` like [`serve`], for every namespace labelled `label`
+/// (name, value; the probe in `ns`, which must be one of them), with the API server reaching
+/// it through a [`Proxy`]: [`Proxy::down`] takes the webhook away (as a crashed webhook Pod
+/// behind its Service), [`Proxy::heal`] brings it back.
+///
+/// # Panics
+/// When it cannot be served or registered.
+pub async fn serve_behind_proxy<K: Probe>(
+    client: &Client,
+    ns: &str,
+    label: (&str, &str),
+    probe: K,
+    policy: Policy,
+    failure: FailurePolicy,
+) -> (Registration, Proxy) {
+    let (registration, proxy) = serve_for(client, ns, label, probe, policy, failure, true).await;
+    (registration, proxy.expect("a proxy was asked for"))
+}
+
+async fn serve_for<K: Probe>(
+    client: &Client,
+    ns: &str,
+    label: (&str, &str),
+    probe: K,
+    policy: Policy,
+    failure: FailurePolicy,
+    behind_proxy: bool,
+) -> (Registration, Option<Proxy>) {
     let api = Api::<K>::namespaced(client.clone(), ns);
     create_probe(&api, probe).await;
     let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).expect("certificate");
-    let mut options = options(ns, Endpoint::Url(String::new()), failure);
+    let mut options = options_for(label, Endpoint::Url(String::new()), failure);
     options.ca_bundle = certificate.ca_bundle().map(str::to_owned);
     let validator = Validator::new::<K>(policy.clone()).expect("policy");
     let webhook = Webhook::bind("127.0.0.1:0".parse().expect("addr"), validator, certificate)
         .await
         .expect("bind webhook");
-    options.endpoint = Endpoint::Url(format!("https://{}", webhook.local_addr()));
+    let proxy = if behind_proxy {
+        Some(Proxy::start(webhook.local_addr()).await)
+    } else {
+        None
+    };
+    let addr = proxy.as_ref().map_or(webhook.local_addr(), Proxy::addr);
+    options.endpoint = Endpoint::Url(format!("https://{addr}"));
     let health = webhook.health();
     let task = tokio::spawn(webhook.run());
     let name = register::<K>(client, ns, &options, &policy).await;
     wait_active(&api, &name).await;
-    Registration {
+    let registration = Registration {
         client: client.clone(),
         name,
         health: Some(health),
         task: Some(task),
-    }
+    };
+    (registration, proxy)
 }
 
 /// Registers `K`'s webhook for namespace `ns` at an address where nothing listens, with

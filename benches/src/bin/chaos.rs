@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p kube-fsm-benches --bin chaos -- [--objects 1000] [--namespaces 20]
-//!     [--faults 300] [--converge-limit 180] [--server-faults] [--sharded]
+//!     [--faults 300] [--converge-limit 180] [--server-faults] [--sharded] [--webhook]
 //! ```
 //!
 //! With `--sharded`: three replicas share 12 shards instead of electing a leader, each handler
@@ -26,6 +26,11 @@
 //! in every phase, and create objects with an undeclared phase (corrected once faults stop).
 //! Then faults stop and the run waits until every object is where its handlers lead.
 //!
+//! With `--webhook`: the machine's admission webhook is served (in this process, behind a
+//! proxy) and registered under `Fail` for the run's namespaces; 10–20 s into the faults and
+//! then every 20–40 s it goes away for 5–15 s (every status write of the kind is refused meanwhile, the operator's
+//! and the writers'). Its invariant: no move that is not an edge is admitted, whoever writes.
+//!
 //! Prints the invariants as counts and exits non-zero if any is violated.
 
 use std::sync::Arc;
@@ -36,14 +41,15 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use kube_fsm::admission::FailurePolicy;
 use kube_fsm::{LeaderElection, Operator, Sharding, Stopped};
 use kube_fsm_benches::chaos::ChaosHandler;
 use kube_fsm_benches::chaos::checker::{Observer, declared};
 use kube_fsm_benches::chaos::faults::{FaultLayer, FaultPlan};
 use kube_fsm_benches::chaos::writers::{Expect, LABEL, WRITER, act, new_db, unconverged};
-use kube_fsm_tests::cluster;
 use kube_fsm_tests::metrics::Recorded;
 use kube_fsm_tests::resources::Database;
+use kube_fsm_tests::{admission, cluster};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -57,6 +63,7 @@ struct Options {
     converge_limit: Duration,
     server_faults: bool,
     sharded: bool,
+    webhook: bool,
 }
 
 const SHARDS: u32 = 12;
@@ -72,6 +79,7 @@ fn options() -> Result<Options, String> {
         converge_limit: Duration::from_secs(180),
         server_faults: false,
         sharded: false,
+        webhook: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -96,6 +104,7 @@ fn options() -> Result<Options, String> {
             }
             "--server-faults" => options.server_faults = true,
             "--sharded" => options.sharded = true,
+            "--webhook" => options.webhook = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -237,11 +246,29 @@ async fn main() {
     )
     .await;
     let run = format!("{:06x}", fastrand::u32(..0x00ff_ffff));
+    // The run's namespaces carry its label: the webhook is registered for them alone.
     let mut namespaces = Vec::new();
     for _ in 0..options.namespaces {
-        namespaces.push(cluster::namespace(&client, &format!("chaos-{run}")).await);
+        let name = cluster::fresh_name(&format!("chaos-{run}"));
+        cluster::create_namespace(&client, &name, [(LABEL.to_owned(), run.clone())].into()).await;
+        namespaces.push(name);
     }
     eprintln!("chaos {run}: {options:?}");
+    let webhook = if options.webhook {
+        Some(
+            admission::serve_behind_proxy(
+                &client,
+                &namespaces[0],
+                (LABEL, &run),
+                Database::sample(admission::PROBE),
+                kube_fsm::admission::Policy::default(),
+                FailurePolicy::Fail,
+            )
+            .await,
+        )
+    } else {
+        None
+    };
 
     let observer = Arc::new(Observer::default());
     let watch = tokio::spawn(observer.clone().run(
@@ -315,6 +342,11 @@ async fn main() {
         options.faults * 3 / 4,
     ];
     let mut milestone = 0;
+    // Webhook outages: when the next starts, and when the one under way ends.
+    let mut next_outage = Instant::now() + Duration::from_secs(10 + fastrand::u64(..10));
+    let mut outage_ends: Option<Instant> = None;
+    let mut outages = 0;
+    let mut webhook_down = Duration::ZERO;
     // The rolling change of the shard count: replicas still to replace, and when the next goes.
     let mut to_reshard = 0usize;
     let mut next_reshard = Instant::now();
@@ -394,6 +426,23 @@ async fn main() {
             let _ = gone.stop.send(());
             next_reshard = Instant::now() + Duration::from_secs(3);
         }
+        if let Some((_, proxy)) = &webhook {
+            match outage_ends {
+                Some(end) if Instant::now() >= end => {
+                    proxy.heal();
+                    outage_ends = None;
+                    next_outage = Instant::now() + Duration::from_secs(20 + fastrand::u64(..20));
+                }
+                None if Instant::now() >= next_outage => {
+                    let length = Duration::from_secs(5 + fastrand::u64(..10));
+                    proxy.down();
+                    outages += 1;
+                    webhook_down += length;
+                    outage_ends = Some(Instant::now() + length);
+                }
+                _ => {}
+            }
+        }
         if options.server_faults
             && milestone < milestones.len()
             && fault_start.elapsed() >= milestones[milestone]
@@ -409,6 +458,9 @@ async fn main() {
         }
     }
     shared.plan.on.store(false, Ordering::SeqCst);
+    if let Some((_, proxy)) = &webhook {
+        proxy.heal();
+    }
     let faults_stopped = Instant::now();
     // Objects of an older spec, held meanwhile, are corrected by hand.
     let params = PatchParams {
@@ -472,6 +524,9 @@ async fn main() {
         replica.task.abort();
     }
     watch.abort();
+    if let Some((registration, _)) = webhook {
+        registration.remove().await;
+    }
 
     let findings = observer.findings();
     let overlaps = shared
@@ -533,6 +588,15 @@ async fn main() {
             unlabelled as f64,
             0.0,
         ),
+        (
+            "moves by other writers that are not edges, admitted by the webhook",
+            if options.webhook {
+                findings.illegal_other_moves as f64
+            } else {
+                0.0
+            },
+            0.0,
+        ),
     ];
     println!("\n## chaos run {run}\n");
     println!(
@@ -553,6 +617,11 @@ async fn main() {
             "2 replicas with leader election".to_owned()
         }
     );
+    if options.webhook {
+        println!(
+            "admission webhook registered under Fail: {outages} outages, {webhook_down:?} down in all"
+        );
+    }
     println!(
         "requests {} (faults injected {}); leader kills {kills}; replicas restarted after a lost Lease {restarts_after_loss}; API-server restarts {server_restarts}; compactions {compactions}; observer relists {}",
         shared.plan.requests.load(Ordering::Relaxed),
@@ -567,9 +636,10 @@ async fn main() {
         );
     }
     println!(
-        "operator phase moves {} (other writers' {}); drift reported {drift}; handler runs {} (per object p50 {p50_runs}, max {max_runs}); peak {max_rate} requests/s in all, {:.0}/s for {}",
+        "operator phase moves {} (other writers' {}, of which not edges {}); drift reported {drift}; handler runs {} (per object p50 {p50_runs}, max {max_runs}); peak {max_rate} requests/s in all, {:.0}/s for {}",
         findings.operator_moves,
         findings.other_moves,
+        findings.illegal_other_moves,
         shared.handler.total.load(Ordering::Relaxed),
         busiest.1,
         busiest.0,

@@ -22,6 +22,8 @@ pub struct Findings {
     pub illegal_operator_moves: u64,
     /// Phase changes written by anyone else (the external writers).
     pub other_moves: u64,
+    /// ... of which were not an edge of the spec (0 where the admission webhook runs).
+    pub illegal_other_moves: u64,
     /// Finalizers removed without a recorded Done from `cleanup` (must be 0).
     pub finalizer_before_cleanup: u64,
     /// Relists of the observer's own watch: moves across one are not judged.
@@ -132,6 +134,9 @@ impl Observer {
                 }
             } else {
                 findings.other_moves += 1;
+                if !legal(from.as_deref(), to) {
+                    findings.illegal_other_moves += 1;
+                }
             }
         }
         if deleted {
