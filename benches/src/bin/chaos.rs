@@ -31,6 +31,12 @@
 //! then every 20–40 s it goes away for 5–15 s (every status write of the kind is refused meanwhile, the operator's
 //! and the writers'). Its invariant: no move that is not an edge is admitted, whoever writes.
 //!
+//! Each replica sends its identity as its User-Agent; with the API server's audit log
+//! (`KUBE_FSM_AUDIT_LOG`, which `scripts/envtest env` sets) every write that landed on a
+//! Database is attributed to its replica, and a write landing while another replica stepped
+//! the same object is a violation. Without the log that check is skipped, and the report
+//! says so.
+//!
 //! Prints the invariants as counts and exits non-zero if any is violated.
 
 use std::sync::Arc;
@@ -43,10 +49,10 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use kube_fsm::admission::FailurePolicy;
 use kube_fsm::{LeaderElection, Operator, Sharding, Stopped};
-use kube_fsm_benches::chaos::ChaosHandler;
 use kube_fsm_benches::chaos::checker::{Observer, declared};
 use kube_fsm_benches::chaos::faults::{FaultLayer, FaultPlan};
 use kube_fsm_benches::chaos::writers::{Expect, LABEL, WRITER, act, new_db, unconverged};
+use kube_fsm_benches::chaos::{ChaosHandler, audit};
 use kube_fsm_tests::metrics::Recorded;
 use kube_fsm_tests::resources::Database;
 use kube_fsm_tests::{admission, cluster};
@@ -69,7 +75,7 @@ struct Options {
 const SHARDS: u32 = 12;
 /// The shard count after the rolling change half-way through the faults.
 const RESHARDED: u32 = 8;
-const SHARD_LABEL: &str = "shard.kube-fsm.io/chaos";
+use audit::SHARD_LABEL;
 
 fn options() -> Result<Options, String> {
     let mut options = Options {
@@ -134,7 +140,13 @@ struct Replica {
 
 fn spawn_replica(shared: &Shared, n: usize) -> Replica {
     let identity = format!("replica-{n}");
-    let client = kube::client::ClientBuilder::try_from(shared.config.clone())
+    // Its identity as its User-Agent: the API server's audit log attributes its writes.
+    let mut config = shared.config.clone();
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_str(&format!("{}{identity}", audit::AGENT)).expect("ASCII"),
+    ));
+    let client = kube::client::ClientBuilder::try_from(config)
         .expect("client")
         .with_layer(&FaultLayer(shared.plan.clone()))
         .build();
@@ -520,6 +532,29 @@ async fn main() {
         }
     }
     let unlabelled = unlabelled_left;
+    // The API server's record of every write: none by one replica while another stepped the
+    // object.
+    let audited = match std::env::var("KUBE_FSM_AUDIT_LOG") {
+        Ok(path) => {
+            let namespaces: std::collections::HashSet<String> =
+                namespaces.iter().cloned().collect();
+            let windows = shared
+                .handler
+                .active
+                .lock()
+                .expect("active")
+                .windows
+                .clone();
+            match audit::writes(&path, &namespaces) {
+                Ok(writes) => Some((audit::during_others_steps(&writes, &windows), writes)),
+                Err(err) => {
+                    eprintln!("chaos: cannot read the audit log {path}: {err}");
+                    None
+                }
+            }
+        }
+        Err(_) => None,
+    };
     for replica in &replicas {
         replica.task.abort();
     }
@@ -589,6 +624,11 @@ async fn main() {
             0.0,
         ),
         (
+            "writes landing on an object while another replica stepped it (the API server's audit log)",
+            audited.as_ref().map_or(0, |(bad, _)| bad.len()) as f64,
+            0.0,
+        ),
+        (
             "moves by other writers that are not edges, admitted by the webhook",
             if options.webhook {
                 findings.illegal_other_moves as f64
@@ -621,6 +661,16 @@ async fn main() {
         println!(
             "admission webhook registered under Fail: {outages} outages, {webhook_down:?} down in all"
         );
+    }
+    match &audited {
+        Some((_, writes)) => println!(
+            "audit log: {} writes to the run's Databases accepted from {} replicas",
+            writes.len(),
+            audit::writers(writes)
+        ),
+        None => println!(
+            "audit log: NONE (KUBE_FSM_AUDIT_LOG unset or unreadable; scripts/envtest env sets it): writes NOT attributed to replicas"
+        ),
     }
     println!(
         "requests {} (faults injected {}); leader kills {kills}; replicas restarted after a lost Lease {restarts_after_loss}; API-server restarts {server_restarts}; compactions {compactions}; observer relists {}",
@@ -666,7 +716,13 @@ async fn main() {
             if ok { "" } else { " **VIOLATED**" }
         );
     }
-    for example in findings.examples.iter().chain(overlaps.iter().take(5)) {
+    let misplaced = audited.iter().flat_map(|(bad, _)| bad.iter().take(5));
+    for example in findings
+        .examples
+        .iter()
+        .chain(overlaps.iter().take(5))
+        .chain(misplaced)
+    {
         println!("- {example}");
     }
     println!(

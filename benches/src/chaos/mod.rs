@@ -2,6 +2,7 @@
 //! crashing leaders, a restarted API server, compaction, and external writers, with an
 //! independent observer checking the engine's guarantees.
 
+pub mod audit;
 pub mod checker;
 pub mod faults;
 pub mod writers;
@@ -9,6 +10,7 @@ pub mod writers;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use kube::ResourceExt;
 use kube_fsm::conditions::ConditionError;
@@ -39,19 +41,41 @@ pub struct ChaosHandler {
     pub active: Arc<Mutex<Active>>,
 }
 
-/// The steps under way, and every time a second replica stepped an object while one did.
+/// The steps under way, every time a second replica stepped an object while one did, and
+/// every step's window.
 #[derive(Debug, Default)]
 pub struct Active {
     by_object: HashMap<String, String>,
     /// "object by A and B".
     pub overlaps: Vec<String>,
+    /// Every step that ended (or was dropped with its killed replica), by wall clock, to
+    /// hold the API server's record of writes against.
+    pub windows: Vec<Window>,
+}
+
+/// One handler step of one object by one replica.
+#[derive(Clone, Debug)]
+pub struct Window {
+    /// `namespace/name`.
+    pub object: String,
+    /// The replica's identity.
+    pub replica: String,
+    /// When the step began.
+    pub start: SystemTime,
+    /// When it ended.
+    pub end: SystemTime,
+    /// The object's shard label when the step began.
+    pub label: Option<String>,
 }
 
 /// A step under way; leaves [`Active`] when dropped (also when a killed replica's step is).
 struct Stepping {
     active: Arc<Mutex<Active>>,
     uid: String,
+    object: String,
     replica: String,
+    start: SystemTime,
+    label: Option<String>,
 }
 
 impl Drop for Stepping {
@@ -60,6 +84,13 @@ impl Drop for Stepping {
         if active.by_object.get(&self.uid) == Some(&self.replica) {
             active.by_object.remove(&self.uid);
         }
+        active.windows.push(Window {
+            object: std::mem::take(&mut self.object),
+            replica: self.replica.clone(),
+            start: self.start,
+            end: SystemTime::now(),
+            label: self.label.take(),
+        });
     }
 }
 
@@ -106,7 +137,10 @@ impl ChaosHandler {
         let stepping = Stepping {
             active: self.active.clone(),
             uid,
+            object: format!("{}/{}", db.namespace().unwrap_or_default(), db.name_any()),
             replica: self.replica.clone(),
+            start: SystemTime::now(),
+            label: db.labels().get(audit::SHARD_LABEL).cloned(),
         };
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;

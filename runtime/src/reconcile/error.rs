@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::backoff::Failure;
 use crate::decide::IllegalTransition;
 use crate::step_plan::StepError;
 
@@ -50,6 +51,19 @@ impl ReconcileError {
         self.kube_error().is_some_and(
             |e| matches!(e, kube::Error::Api(status) if crate::pace::webhook_unreachable(status)),
         )
+    }
+
+    /// What the reconcile failed of, as far as its retry goes.
+    pub(crate) fn failure(&self) -> Failure {
+        if self.webhook_unreachable() {
+            Failure::WebhookUnreachable
+        } else if self.is_connection() {
+            Failure::Server {
+                retry_after: self.overload().flatten(),
+            }
+        } else {
+            Failure::Other
+        }
     }
 
     /// The first Kubernetes error in this error's chain (a handler's own request included).

@@ -21,6 +21,7 @@ mod config;
 mod error;
 
 use crate::Dispatch;
+use crate::backoff::Failure;
 use crate::context::Context;
 use crate::decide::IllegalTransition;
 use crate::fence;
@@ -49,9 +50,9 @@ impl<K, H> Reconciled<H> for K where
 pub use config::{EngineConfig, Events};
 pub use error::ReconcileError;
 
-/// The longest wait before an object whose write was refused for want of an admission
-/// webhook (down under `failurePolicy: Fail`) is retried.
-const WEBHOOK_RETRY: Duration = Duration::from_secs(4);
+/// A failure of the API server itself makes a `ReconcileFailed` Event once it happened this
+/// many times in a row to one object.
+const FAILURES_WORTH_AN_EVENT: u32 = 3;
 
 /// When to look at an object again: after a delay, or on its next change (`None`).
 pub(crate) type Requeue = Option<Duration>;
@@ -232,7 +233,7 @@ where
             Ok(_) => {
                 self.memory.with(object, |e| e.failures = 0);
             }
-            Err(err) => {
+            Err(err) if self.worth_an_event(object, err) => {
                 let note = err.to_string().chars().take(1024).collect();
                 self.event(
                     object,
@@ -243,10 +244,22 @@ where
                 )
                 .await;
             }
+            Err(_) => {}
         }
         drop(slot);
         self.prune();
         result.map(|requeue| requeue.map_or_else(Action::await_change, Action::requeue))
+    }
+
+    /// Whether a failed reconcile gets a `ReconcileFailed` Event. A failure of the API server
+    /// itself (429, 5xx, transport) does only once it persists ([`FAILURES_WORTH_AN_EVENT`] in
+    /// a row): a flaky or overloaded server's sparse refusals tell the object's owner nothing
+    /// they can act on, and each Event would be one more write to a server in trouble. An
+    /// admission webhook the API server cannot call always does (it explains a stuck object).
+    fn worth_an_event(&self, object: &K, error: &ReconcileError) -> bool {
+        !error.is_connection()
+            || error.webhook_unreachable()
+            || self.memory.read(object, |e| e.failures).unwrap_or(0) + 1 >= FAILURES_WORTH_AN_EVENT
     }
 
     /// After a wait: `Some` (when to look again) if the reconcile may not go on, because the
@@ -269,32 +282,31 @@ where
         self.metrics.remembered(self.memory.len());
     }
 
-    /// The error policy given to kube's `Controller::run`: per-object exponential backoff.
-    /// A failure for want of a connection waits at most as long as a watch reconnect, and the
-    /// object is rescheduled at once when the connection comes back (see the `health` module):
-    /// an outage does not leave objects waiting out a backoff that grew meanwhile.
+    /// The error policy given to kube's `Controller::run`: per-object backoff by the kind of
+    /// failure ([`Backoff::retry`](crate::backoff::Backoff::retry)). A failure for want of a
+    /// connection waits at most as long as a watch reconnect, and the object is rescheduled
+    /// at once when the connection comes back (see the `health` module): an outage does not
+    /// leave objects waiting out a backoff that grew meanwhile.
     pub fn error_policy(object: Arc<K>, error: &ReconcileError, engine: Arc<Self>) -> Action {
         let failures = engine.memory.with(&object, |e| {
             e.failures = e.failures.saturating_add(1);
             e.disconnected = error.is_connection();
             e.failures
         });
-        let mut delay = engine.config.backoff.jittered(failures);
-        if error.webhook_unreachable() {
-            // A webhook outage: retried soon, so the object goes on within seconds of its return.
-            delay = delay.min(WEBHOOK_RETRY.mul_f64(1.0 + fastrand::f64() * 0.2));
-            tracing::debug!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
-        } else if error.is_connection() {
-            delay = delay.min(engine.config.reconnect_max);
-            if let Some(Some(retry_after)) = error.overload() {
-                delay = delay.max(retry_after);
-            }
+        let failure = error.failure();
+        let delay = engine.config.backoff.retry(
+            failures,
+            failure,
+            engine.config.reconnect_max,
+            fastrand::f64(),
+        );
+        if failure == Failure::Other {
+            tracing::warn!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
+        } else {
             if matches!(error, ReconcileError::Kube(e) if !matches!(e, kube::Error::Api(_))) {
                 engine.health.lost(error);
             }
             tracing::debug!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
-        } else {
-            tracing::warn!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
         }
         Action::requeue(delay)
     }
