@@ -1,9 +1,10 @@
 //! The shard label on each object: written once, by the replica serving shard 0 (for objects
 //! that have no valid one: none yet, or a value left by a larger shard count; it watches only
-//! those, metadata only) or by the replica that finds an object with a label other than its
-//! shard (a hand edit, or a changed shard count). The value is a function of the object's UID
-//! or namespace, so every writer writes the same, and the patch carries the UID so that it
-//! never lands on a new object of the same name. A write that fails (an API error, a policy
+//! those, metadata only) or by the replica serving the shard that an object's label names when
+//! that is not the object's shard (a hand edit, or a changed shard count). The value is a
+//! function of the object's UID or namespace, and the patch carries the UID and the
+//! resourceVersion of the version the writer saw, so that it never lands on a new object of
+//! the same name nor over a label written since. A write that fails (an API error, a policy
 //! webhook down under `Fail`) is retried with backoff until it lands: an unlabelled object is
 //! in no replica's watch, so nothing else would bring it back.
 //!
@@ -60,34 +61,66 @@ impl Labeller {
     }
 
     /// Writes the label of `shard` onto the object of `R` with `meta`; `false` when the object
-    /// is gone or was replaced by a new one of the same name.
+    /// is gone, was replaced by a new one of the same name, or got a valid label meanwhile.
+    ///
+    /// The patch carries the UID and the resourceVersion of the version seen: a labeller works
+    /// from a watch that may be far behind (thousands of objects listed, each label written in
+    /// turn), and a label written meanwhile — by a replica of another shard count during a
+    /// rolling change, by the object's holder — must not be overwritten: that would move the
+    /// object out of a shard another replica serves while it steps the object. On a conflict
+    /// the object is read again and labelled only if it still has no valid label.
     pub async fn write_label<R>(&self, meta: &ObjectMeta, shard: u32) -> Result<bool, kube::Error>
     where
         R: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
         let sharding = &self.shards.sharding;
         let api: Api<R> = R::api_in(self.client.clone(), meta.namespace.as_deref());
-        let patch = serde_json::json!({
-            "metadata": {
-                "uid": meta.uid,
-                "labels": { sharding.label(): shard.to_string() },
-            }
-        });
         let params = PatchParams {
             field_manager: Some(self.field_manager.clone()),
             ..PatchParams::default()
         };
         let name = meta.name.as_deref().unwrap_or_default();
-        match api
-            .patch_metadata(name, &params, &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(true),
-            // Gone, or replaced by a new object (its UID differs: a precondition failure or
-            // an immutable field): the new object's own events follow.
-            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => Ok(false),
-            Err(err) => Err(err),
+        let patch = |seen: &ObjectMeta| {
+            Patch::Merge(serde_json::json!({
+                "metadata": {
+                    "uid": seen.uid,
+                    "resourceVersion": seen.resource_version,
+                    "labels": { sharding.label(): shard.to_string() },
+                }
+            }))
+        };
+        let mut seen = meta.clone();
+        for _ in 0..2 {
+            match api.patch_metadata(name, &params, &patch(&seen)).await {
+                Ok(_) => return Ok(true),
+                // Changed since it was seen, or replaced (the UID differs): look again.
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    let Some(fresh) = api.get_metadata_opt(name).await? else {
+                        return Ok(false);
+                    };
+                    if fresh.metadata.uid != meta.uid
+                        || sharding.labelled(&fresh.metadata).is_some()
+                    {
+                        return Ok(false);
+                    }
+                    seen = fresh.metadata;
+                }
+                // Gone, or an immutable field: the new object's own events follow.
+                Err(kube::Error::Api(status)) if matches!(status.code, 404 | 422) => {
+                    return Ok(false);
+                }
+                Err(err) => return Err(err),
+            }
         }
+        // Changed again in between: the caller retries with backoff.
+        Err(kube::Error::Api(
+            kube::core::Status::failure(
+                "the object changed twice while its shard label was written",
+                "Conflict",
+            )
+            .with_code(409)
+            .boxed(),
+        ))
     }
 
     /// While this replica serves shard 0, labels every object of `api` (narrowed by
@@ -291,15 +324,24 @@ where
     /// its shard is served (the reconcile is counted under the holding until the guard
     /// drops), or what to do instead: look again soon while the shard's renewal is late, or
     /// on the next change when the object is not this replica's or its label names another
-    /// shard than its own (a hand edit: the label is put right, and the object moves to the
-    /// watch of its shard's holder).
+    /// shard than its own (a hand edit, or another shard count's label: the replica serving
+    /// the labelled shard puts it right, and the object moves to the watch of its shard's
+    /// holder).
     pub(crate) async fn shard_gate(&self, object: &K) -> Result<Option<InFlight>, Action> {
         let Some(labeller) = &self.labeller else {
             return Ok(None);
         };
         let meta = object.meta();
         let sharding = &labeller.shards.sharding;
-        if sharding.labelled(meta) != Some(sharding.shard_of(meta)) {
+        let labelled = sharding.labelled(meta);
+        if labelled != Some(sharding.shard_of(meta)) {
+            // Only the replica serving the shard the label names moves the object, before it
+            // steps it (kube never runs two reconciles of one object at once), so nobody is
+            // stepping it meanwhile; any other replica (a cache a moment behind a handover)
+            // leaves it alone, and an object without a valid label is the labeller's.
+            if !labelled.is_some_and(|shard| labeller.shards.serves_shard(shard)) {
+                return Err(Action::await_change());
+            }
             return Err(match labeller.label::<K>(meta).await {
                 // The object moves to the watch of its shard's holder.
                 Ok(()) => Action::await_change(),

@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod cluster;
 pub mod handlers;
+pub mod hold;
 pub mod lost;
 pub mod metrics;
 pub mod operator;

@@ -890,3 +890,93 @@ async fn switching_from_leader_election_to_sharding_finds_every_child_and_moves_
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test]
+async fn a_label_write_never_lands_on_a_version_it_did_not_see() {
+    let Some((client, ns)) =
+        cluster::prepare("a_label_write_never_lands", "fsm-shards-stale").await
+    else {
+        return;
+    };
+    // Shards 1 and 2 are held by a replica of elsewhere (a replica of another shard count, during
+    // a rolling change, say), so this one holds shard 0 only: it is the labeller.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), &ns);
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    for shard in [1, 2] {
+        let lease = k8s_openapi::api::coordination::v1::Lease {
+            metadata: ObjectMeta {
+                name: Some(format!("fsm-shards-shard-{shard}")),
+                ..ObjectMeta::default()
+            },
+            spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+                holder_identity: Some("elsewhere".into()),
+                lease_duration_seconds: Some(3_600),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now.clone()),
+                ..Default::default()
+            }),
+        };
+        leases
+            .create(&PostParams::default(), &lease)
+            .await
+            .expect("a Lease held elsewhere");
+    }
+    // The labeller's metadata patches of the object are held back until the test lets them go.
+    let config = kube::Config::infer().await.expect("kubeconfig");
+    let (held_client, hold) = kube_fsm_tests::hold::client(config, |request| {
+        request.method() == http::Method::PATCH && request.uri().path().ends_with("/databases/x")
+    });
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let (a, _) = replica_of(
+        &held_client,
+        &ns,
+        "replica-a",
+        &ledger,
+        Duration::from_millis(30),
+        3,
+    );
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let created = api
+        .create(&PostParams::default(), &Database::sample("x"))
+        .await
+        .expect("create");
+    let hash = kube_fsm::shard::shard_of(&created.uid().unwrap_or_default(), 3);
+    eventually(Duration::from_secs(20), || async {
+        (hold.held() > 0).then_some(())
+    })
+    .await
+    .expect("the labeller saw the object without a label and sent its label");
+    // Meanwhile another writer labels it (a shard 1 or 2, other than its hash under 3).
+    let elsewhere = if hash == 1 { 2 } else { 1 };
+    api.patch_metadata(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "labels": { "shard.kube-fsm.io/fsm-shards": elsewhere.to_string() } } })),
+    )
+    .await
+    .expect("label elsewhere");
+    hold.release();
+    eventually(Duration::from_secs(10), || async {
+        (hold.answered().0 > 0).then_some(())
+    })
+    .await
+    .expect("the held label write was answered");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let label = api
+        .get("x")
+        .await
+        .expect("get")
+        .labels()
+        .get("shard.kube-fsm.io/fsm-shards")
+        .cloned();
+    assert_eq!(
+        label,
+        Some(elsewhere.to_string()),
+        "the labeller wrote its label over one written after it looked (its write: HTTP {})",
+        hold.answered().1
+    );
+    a.stop().await;
+}
