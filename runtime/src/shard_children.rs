@@ -105,9 +105,18 @@ impl Labeller {
             let events = watcher::watcher(api.clone(), config).default_backoff();
             tokio::pin!(events);
             let mut retries = Retries::default();
+            // The first list is done once it ended and its label writes settled: only then
+            // may objects be labelled (see `ChildLabelling::all_listed`).
+            let mut listed = false;
+            let mut announced = false;
             loop {
+                if listed && !announced && retries.writing.is_empty() {
+                    announced = true;
+                    self.children.listed(&kind);
+                }
+                let room = retries.room();
                 tokio::select! {
-                    event = events.next() => match event {
+                    event = events.next(), if room => match event {
                         Some(Ok(watcher::Event::Apply(child) | watcher::Event::InitApply(child))) => {
                             if let Some(owner) = owner_shard_meta::<K>(&child.metadata) {
                                 let shard = self.shards.sharding.shard_of(&owner);
@@ -115,14 +124,15 @@ impl Labeller {
                                     .await;
                             }
                         }
-                        Some(Ok(watcher::Event::InitDone)) => self.children.listed(&kind),
+                        Some(Ok(watcher::Event::InitDone)) => listed = true,
                         Some(Ok(_)) => {}
                         Some(Err(err)) => tracing::debug!(%err, kind, "watch of unlabelled children failed"),
                         None => break,
                     },
-                    Some((meta, shard, attempt)) = retries.due.next() => {
+                    Some((meta, shard, attempt)) = retries.due.next(), if room => {
                         self.try_label::<R>(meta, shard, attempt, &mut retries).await;
                     }
+                    Some(done) = retries.writing.next() => self.settle(done, &mut retries),
                     changed = served.changed() => {
                         if changed.is_err() || !self.shards.serves_shard(0) {
                             break;

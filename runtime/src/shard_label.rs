@@ -158,8 +158,9 @@ impl Labeller {
             tokio::pin!(objects);
             let mut retries = Retries::counted();
             loop {
+                let room = retries.room();
                 tokio::select! {
-                    object = objects.next() => match object {
+                    object = objects.next(), if room => match object {
                         Some(Ok(object)) => {
                             let shard = self.shards.sharding.shard_of(&object.metadata);
                             self.try_label::<K>(object.metadata, shard, 0, &mut retries).await;
@@ -167,9 +168,10 @@ impl Labeller {
                         Some(Err(err)) => tracing::debug!(%err, "watch of unlabelled objects failed"),
                         None => break,
                     },
-                    Some((meta, shard, attempt)) = retries.due.next() => {
+                    Some((meta, shard, attempt)) = retries.due.next(), if room => {
                         self.try_label::<K>(meta, shard, attempt, &mut retries).await;
                     }
+                    Some(done) = retries.writing.next() => self.settle(done, &mut retries),
                     changed = served.changed() => {
                         if changed.is_err() || !self.shards.serves_shard(0) {
                             break;
@@ -183,30 +185,52 @@ impl Labeller {
         }
     }
 
-    /// Labels the object of `R` with `meta` with `shard` (this is its `attempt`th retry); a
-    /// failure is retried after a backoff, unless a retry of it is already waiting.
-    pub(crate) async fn try_label<R>(
-        &self,
+    /// Labels the object of `R` with `meta` with `shard` (this is its `attempt`th retry): the
+    /// write goes into `retries.writing` (up to [`LABELS_IN_FLIGHT`] at once: one at a time,
+    /// a labeller behind a slow API server took minutes over a thousand new objects, which
+    /// meanwhile no replica reconciles); [`Labeller::settle`] takes its outcome. A failure is
+    /// retried after a backoff, unless a retry of it is already waiting.
+    pub(crate) async fn try_label<'a, R>(
+        &'a self,
         meta: ObjectMeta,
         shard: u32,
         attempt: u32,
-        retries: &mut Retries,
+        retries: &mut Retries<'a>,
     ) where
-        R: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        R: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     {
         let uid = meta.uid.clone().unwrap_or_default();
         if attempt > 0 {
             retries.waiting.remove(&uid);
         }
-        let written = match self.shards.sharding.stale(&meta) {
-            Some(old) if !self.released(old, &mut retries.old_shards).await => {
-                Err(Unlabelled::StillServed(old))
-            }
-            _ => self
+        if !retries.in_flight.insert(uid) {
+            // A write of it is under way; its outcome decides.
+            return;
+        }
+        if let Some(old) = self.shards.sharding.stale(&meta)
+            && !self.released(old, &mut retries.old_shards).await
+        {
+            let done = (meta, shard, attempt, Err(Unlabelled::StillServed(old)));
+            self.settle(done, retries);
+            return;
+        }
+        retries.writing.push(Box::pin(async move {
+            let written = self
                 .write_label::<R>(&meta, shard)
                 .await
-                .map_err(Unlabelled::Refused),
-        };
+                .map_err(Unlabelled::Refused);
+            (meta, shard, attempt, written)
+        }));
+    }
+
+    /// Takes the outcome of a label write (or of the wait for an old shard's Lease).
+    pub(crate) fn settle(
+        &self,
+        (meta, shard, attempt, written): Written,
+        retries: &mut Retries<'_>,
+    ) {
+        let uid = meta.uid.clone().unwrap_or_default();
+        retries.in_flight.remove(&uid);
         match written {
             Ok(written) => {
                 if written && retries.counted {
@@ -268,7 +292,7 @@ impl Labeller {
 }
 
 /// Why an object is still without its label.
-enum Unlabelled {
+pub(crate) enum Unlabelled {
     /// The write failed.
     Refused(kube::Error),
     /// Its label names this shard of a larger count, whose Lease is still held.
@@ -293,11 +317,21 @@ const LABEL_BACKOFF: Backoff = Backoff {
 /// attempt.
 type Attempt = Pin<Box<dyn Future<Output = (ObjectMeta, u32, u32)> + Send>>;
 
-/// Label writes waiting for another attempt: by UID, and when each is due.
+/// How many label writes one labeller keeps in flight.
+pub(crate) const LABELS_IN_FLIGHT: usize = 16;
+
+/// A label write's outcome: the object, its shard, the attempt, and whether it was written.
+pub(crate) type Written = (ObjectMeta, u32, u32, Result<bool, Unlabelled>);
+
+/// Label writes under way, and those waiting for another attempt: by UID, and when each is
+/// due.
 #[derive(Default)]
-pub(crate) struct Retries {
+pub(crate) struct Retries<'a> {
     waiting: HashSet<String>,
     pub due: FuturesUnordered<Attempt>,
+    /// The writes under way, and their objects' UIDs.
+    pub writing: FuturesUnordered<Pin<Box<dyn Future<Output = Written> + Send + 'a>>>,
+    in_flight: HashSet<String>,
     /// The Leases of shards of a larger count that objects' labels still name.
     old_shards: HashMap<u32, OldShard>,
     /// Whether the labels written count in `kube_fsm_shard_labels_written_total` (the
@@ -305,13 +339,18 @@ pub(crate) struct Retries {
     counted: bool,
 }
 
-impl Retries {
+impl Retries<'_> {
     /// For the machine's own objects.
     fn counted() -> Self {
         Retries {
             counted: true,
             ..Retries::default()
         }
+    }
+
+    /// Whether another write may start.
+    pub(crate) fn room(&self) -> bool {
+        self.writing.len() < LABELS_IN_FLIGHT
     }
 }
 

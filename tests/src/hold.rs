@@ -109,8 +109,8 @@ where
         let hold = self.hold.clone();
         let inner = self.inner.clone();
         Box::pin(async move {
-            let held = (hold.matches)(&request);
-            if held {
+            let matched = (hold.matches)(&request);
+            if matched {
                 hold.held.fetch_add(1, Ordering::SeqCst);
                 let _ = hold
                     .released
@@ -124,7 +124,7 @@ where
                 service.call(request)
             }
             .await;
-            if held {
+            if matched {
                 if let Ok(response) = &answer {
                     hold.last_status
                         .store(u64::from(response.status().as_u16()), Ordering::SeqCst);

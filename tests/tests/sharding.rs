@@ -980,3 +980,36 @@ async fn a_label_write_never_lands_on_a_version_it_did_not_see() {
     );
     a.stop().await;
 }
+
+#[tokio::test]
+async fn the_labeller_writes_labels_side_by_side() {
+    let Some((client, ns)) = cluster::prepare("the_labeller_side_by_side", "fsm-shards-many").await
+    else {
+        return;
+    };
+    // Every label write is held back until the test lets them go: behind a slow API server a
+    // labeller that waits for each before the next takes minutes over a thousand new objects.
+    let config = kube::Config::infer().await.expect("kubeconfig");
+    let (held_client, hold) = kube_fsm_tests::hold::client(config, |request| {
+        request.method() == http::Method::PATCH
+            && request.uri().path().contains("/databases/")
+            && !request.uri().path().ends_with("/status")
+    });
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let (a, _) = replica(&held_client, &ns, "replica-a", &ledger);
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    create(&api, "many", 5).await;
+    let side_by_side = eventually(Duration::from_secs(20), || async {
+        (hold.held() >= 5).then_some(())
+    })
+    .await;
+    let held = hold.held();
+    hold.release();
+    assert!(
+        side_by_side.is_some(),
+        "the labeller had {held} of 5 label writes under way at once"
+    );
+    let objects = all_running(&api, 5).await;
+    assert_labelled(&client, &objects).await;
+    a.stop().await;
+}

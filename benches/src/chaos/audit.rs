@@ -128,9 +128,22 @@ pub fn during_others_steps(writes: &[Write], windows: &[Window]) -> Vec<String> 
                     && write.received < w.end
                     && (write.label.is_none() || write.label != w.label)
             })?;
+            let ms = |t: SystemTime| {
+                t.duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_millis()
+                    % 100_000
+            };
             Some(format!(
-                "{}: {} by {} while {} stepped it",
-                write.object, write.verb, write.replica, other.replica
+                "{}: {} by {} while {} stepped it (write {}–{} ms, step {}–{} ms, of the clock's last 100 s)",
+                write.object,
+                write.verb,
+                write.replica,
+                other.replica,
+                ms(write.received),
+                ms(write.completed),
+                ms(other.start),
+                ms(other.end)
             ))
         })
         .collect()
@@ -186,7 +199,9 @@ mod tests {
         assert!(during_others_steps(&writes, &[step("replica-1", 0, 900)]).is_empty());
         assert_eq!(
             during_others_steps(&writes, &[step("replica-1", 1_000, 1_500)]),
-            ["ns/db-1: patch /status by replica-2 while replica-1 stepped it"]
+            [
+                "ns/db-1: patch /status by replica-2 while replica-1 stepped it (write 1000–1000 ms, step 1000–1500 ms, of the clock's last 100 s)"
+            ]
         );
         // The labeller writing the label the object carries changes nothing; another does.
         let mut label = line.clone();
