@@ -123,6 +123,22 @@ mod tests {
     }
 
     #[test]
+    fn generated_code_names_the_runtime_through_its_private_module_only() {
+        let code = emitted(&machine_from_yaml("../specs/database.yaml"));
+        let paths = code.matches(":: kube_fsm ::").count();
+        assert!(paths > 20, "{code}");
+        let outside: Vec<String> = code
+            .match_indices(":: kube_fsm ::")
+            .map(|(at, _)| code[at..].chars().take(60).collect::<String>())
+            .filter(|path| !path.starts_with(":: kube_fsm :: __private ::"))
+            .collect();
+        assert!(
+            outside.is_empty(),
+            "generated paths outside ::kube_fsm::__private: {outside:#?}"
+        );
+    }
+
+    #[test]
     fn yaml_and_dsl_forms_generate_identical_code() {
         let yaml = machine_from_yaml("../specs/database.yaml");
         let dsl = crate::validate::tests_support::machine(&reference_dsl());

@@ -142,7 +142,17 @@ pub trait Dispatch<H>: StateMachine {
 
 #[doc(hidden)]
 pub mod __private {
-    //! Paths the generated code uses; not a public API.
+    //! Every path the generated code names, and only those (a test of the macro checks that
+    //! it names nothing else): the runtime's modules may move without breaking users' builds.
+    //! Not a public API.
+    pub use crate::machine::{
+        ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, Phase, PhaseData,
+        Requirement, RetiredData, StateMachine, TimeoutData, TriggerData,
+    };
+    pub use crate::next::{Choice, Cleanup, Next, Verdict};
+    pub use crate::status::MachineStatus;
+    pub use crate::step::Step;
+    pub use crate::{Dispatch, UnknownPhase};
     pub use core;
     pub use futures::future::BoxFuture;
     pub use kube::core::object::HasStatus;

@@ -22,31 +22,31 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
         let timeout = match &p.timeout {
             Some(t) => {
                 let (after, to, reason) = (t.after_ms, t.to, &t.reason);
-                quote!(::core::option::Option::Some(::kube_fsm::machine::TimeoutData { after_ms: #after, to: #to, reason: #reason }))
+                quote!(::core::option::Option::Some(::kube_fsm::__private::TimeoutData { after_ms: #after, to: #to, reason: #reason }))
             }
             None => quote!(::core::option::Option::None),
         };
-        quote!(::kube_fsm::machine::PhaseData { name: #name, description: #description, terminal: #terminal, requeue_after_ms: #requeue, timeout: #timeout })
+        quote!(::kube_fsm::__private::PhaseData { name: #name, description: #description, terminal: #terminal, requeue_after_ms: #requeue, timeout: #timeout })
     });
     let conditions = machine.conditions.iter().map(|c| {
         let name = &c.type_name;
         let description = c.description.as_deref().unwrap_or("");
-        quote!(::kube_fsm::machine::ConditionData { name: #name, description: #description })
+        quote!(::kube_fsm::__private::ConditionData { name: #name, description: #description })
     });
     let events = machine.events.iter().map(|e| &e.name);
     let edges = machine.edges.iter().map(|e| {
         let (from, to) = (e.from, e.to);
         let trigger = match &e.trigger {
-            Trigger::Manual => quote!(::kube_fsm::machine::TriggerData::Manual),
-            Trigger::Event(ev) => quote!(::kube_fsm::machine::TriggerData::Event(#ev)),
+            Trigger::Manual => quote!(::kube_fsm::__private::TriggerData::Manual),
+            Trigger::Event(ev) => quote!(::kube_fsm::__private::TriggerData::Event(#ev)),
             Trigger::When(reqs) => {
                 let reqs = reqs.iter().map(
-                    |(c, s)| quote!(::kube_fsm::machine::Requirement { condition: #c, status: #s }),
+                    |(c, s)| quote!(::kube_fsm::__private::Requirement { condition: #c, status: #s }),
                 );
-                quote!(::kube_fsm::machine::TriggerData::When(&[#(#reqs),*]))
+                quote!(::kube_fsm::__private::TriggerData::When(&[#(#reqs),*]))
             }
         };
-        quote!(::kube_fsm::machine::EdgeData { from: #from, to: #to, trigger: #trigger })
+        quote!(::kube_fsm::__private::EdgeData { from: #from, to: #to, trigger: #trigger })
     });
     let initial = machine.initial;
     let finalizer = match &machine.finalizer {
@@ -64,16 +64,16 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     let drift = match machine.drift {
-        Drift::Adopt => quote!(::kube_fsm::machine::DriftPolicy::Adopt),
-        Drift::Revert => quote!(::kube_fsm::machine::DriftPolicy::Revert),
+        Drift::Adopt => quote!(::kube_fsm::__private::DriftPolicy::Adopt),
+        Drift::Revert => quote!(::kube_fsm::__private::DriftPolicy::Revert),
     };
     let retired = machine.retired.iter().map(|r| {
         let (name, to) = (&r.name, r.to);
-        quote!(::kube_fsm::machine::RetiredData { name: #name, to: #to })
+        quote!(::kube_fsm::__private::RetiredData { name: #name, to: #to })
     });
     let source = &lowered.source;
     quote! {
-        ::kube_fsm::MachineData {
+        ::kube_fsm::__private::MachineData {
             kind: #kind,
             phases: &[#(#phases),*],
             conditions: &[#(#conditions),*],

@@ -112,7 +112,7 @@ pub fn condition_enum(lowered: &Lowered<'_>) -> TokenStream {
         #plain
 
         #[automatically_derived]
-        impl ::kube_fsm::ConditionType for #condition {
+        impl ::kube_fsm::__private::ConditionType for #condition {
             fn as_str(self) -> &'static str {
                 Self::as_str(self)
             }

@@ -17,7 +17,7 @@ pub fn handler_trait(lowered: &Lowered<'_>) -> TokenStream {
         let method_doc = doc(&handled.method_doc);
         quote! {
             #method_doc
-            fn #method(&self, object: &#kind, step: &mut ::kube_fsm::Step<#kind>)
+            fn #method(&self, object: &#kind, step: &mut ::kube_fsm::__private::Step<#kind>)
                 -> impl ::core::future::Future<Output = ::core::result::Result<#next_ty, Self::Error>> + ::core::marker::Send;
         }
     });
@@ -26,7 +26,7 @@ pub fn handler_trait(lowered: &Lowered<'_>) -> TokenStream {
         quote! {
             #cleanup_doc
             fn cleanup(&self, object: &#kind)
-                -> impl ::core::future::Future<Output = ::core::result::Result<::kube_fsm::Cleanup, Self::Error>> + ::core::marker::Send;
+                -> impl ::core::future::Future<Output = ::core::result::Result<::kube_fsm::__private::Cleanup, Self::Error>> + ::core::marker::Send;
         }
     });
     let trait_doc = doc(&lowered.docs.handler);
@@ -42,8 +42,8 @@ pub fn handler_trait(lowered: &Lowered<'_>) -> TokenStream {
 
             /// Called before a transition is written; return `Verdict::Veto` to refuse it.
             fn before_transition(&self, _object: &#kind, _from: #phase_enum, _to: #phase_enum)
-                -> impl ::core::future::Future<Output = ::core::result::Result<::kube_fsm::Verdict, Self::Error>> + ::core::marker::Send {
-                ::core::future::ready(::core::result::Result::Ok(::kube_fsm::Verdict::Allow))
+                -> impl ::core::future::Future<Output = ::core::result::Result<::kube_fsm::__private::Verdict, Self::Error>> + ::core::marker::Send {
+                ::core::future::ready(::core::result::Result::Ok(::kube_fsm::__private::Verdict::Allow))
             }
 
             /// Called after a transition was written.
@@ -63,7 +63,7 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
         let v = &p.variant.ident;
         match &p.handled {
             None => {
-                quote!(#phase_enum::#v => ::core::result::Result::Ok(::kube_fsm::Choice::Stay),)
+                quote!(#phase_enum::#v => ::core::result::Result::Ok(::kube_fsm::__private::Choice::Stay),)
             }
             Some(handled) => {
                 let method = &handled.method;
@@ -75,7 +75,7 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
         quote!(::std::boxed::Box::pin(handler.cleanup(object)))
     } else {
         quote!(::std::boxed::Box::pin(::core::future::ready(
-            ::core::result::Result::Ok(::kube_fsm::Cleanup::Done)
+            ::core::result::Result::Ok(::kube_fsm::__private::Cleanup::Done)
         )))
     };
     let status_impl = lowered.status_field.as_ref().map(|(field, span)| {
@@ -83,7 +83,7 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
         let get = quote_spanned!(*span=> status.#field);
         quote! {
             #[automatically_derived]
-            impl ::kube_fsm::StateMachine for #kind {
+            impl ::kube_fsm::__private::StateMachine for #kind {
                 type Phase = #phase_enum;
                 type Condition = #condition;
                 type Status = <#kind as ::kube_fsm::__private::HasStatus>::Status;
@@ -93,16 +93,16 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
                 fn status_of_mut(&mut self) -> &mut Self::Status {
                     self.status.get_or_insert_with(::core::default::Default::default)
                 }
-                fn machine_in(status: &Self::Status) -> &::kube_fsm::MachineStatus<#phase_enum> {
+                fn machine_in(status: &Self::Status) -> &::kube_fsm::__private::MachineStatus<#phase_enum> {
                     &#get
                 }
-                fn machine_in_mut(status: &mut Self::Status) -> &mut ::kube_fsm::MachineStatus<#phase_enum> {
+                fn machine_in_mut(status: &mut Self::Status) -> &mut ::kube_fsm::__private::MachineStatus<#phase_enum> {
                     &mut #get
                 }
             }
 
             #[automatically_derived]
-            impl<H: #handler> ::kube_fsm::Dispatch<H> for #kind {
+            impl<H: #handler> ::kube_fsm::__private::Dispatch<H> for #kind {
                 type Error = H::Error;
 
                 #[allow(unused_variables)]
@@ -110,8 +110,8 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
                     handler: &'a H,
                     phase: #phase_enum,
                     object: &'a Self,
-                    step: &'a mut ::kube_fsm::Step<Self>,
-                ) -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::Choice<#phase_enum>, H::Error>> {
+                    step: &'a mut ::kube_fsm::__private::Step<Self>,
+                ) -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::__private::Choice<#phase_enum>, H::Error>> {
                     ::std::boxed::Box::pin(async move {
                         match phase {
                             #(#arms)*
@@ -121,12 +121,12 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
 
                 #[allow(unused_variables)]
                 fn cleanup<'a>(handler: &'a H, object: &'a Self)
-                    -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::Cleanup, H::Error>> {
+                    -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::__private::Cleanup, H::Error>> {
                     #cleanup
                 }
 
                 fn before_transition<'a>(handler: &'a H, object: &'a Self, from: #phase_enum, to: #phase_enum)
-                    -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::Verdict, H::Error>> {
+                    -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::__private::Verdict, H::Error>> {
                     ::std::boxed::Box::pin(handler.before_transition(object, from, to))
                 }
 

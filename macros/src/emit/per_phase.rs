@@ -64,7 +64,7 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
             }
 
             #[automatically_derived]
-            impl ::core::convert::From<#target_ty> for ::kube_fsm::Next<#target_ty, #event_ty> {
+            impl ::core::convert::From<#target_ty> for ::kube_fsm::__private::Next<#target_ty, #event_ty> {
                 fn from(target: #target_ty) -> Self {
                     Self::To(target)
                 }
@@ -91,7 +91,7 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
             }
 
             #[automatically_derived]
-            impl ::core::convert::From<#event_ty> for ::kube_fsm::Next<#target_ty, #event_ty> {
+            impl ::core::convert::From<#event_ty> for ::kube_fsm::__private::Next<#target_ty, #event_ty> {
                 fn from(event: #event_ty) -> Self {
                     Self::Fire(event)
                 }
@@ -100,7 +100,7 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
             #event_conversion
 
             #next_doc
-            pub type #next_ty = ::kube_fsm::Next<#target_ty, #event_ty>;
+            pub type #next_ty = ::kube_fsm::__private::Next<#target_ty, #event_ty>;
         });
     }
     out

@@ -56,8 +56,8 @@ pub fn phase_enum(lowered: &Lowered<'_>) -> TokenStream {
             /// The phase a new object starts in.
             pub const INITIAL: Self = Self::#initial;
             /// The machine's static data (edges, triggers, timeouts, diagrams).
-            pub const MACHINE: &'static ::kube_fsm::MachineData = {
-                static DATA: ::kube_fsm::MachineData = #machine_data;
+            pub const MACHINE: &'static ::kube_fsm::__private::MachineData = {
+                static DATA: ::kube_fsm::__private::MachineData = #machine_data;
                 &DATA
             };
             #names
@@ -101,7 +101,7 @@ pub fn phase_enum(lowered: &Lowered<'_>) -> TokenStream {
 
         #[automatically_derived]
         impl ::core::str::FromStr for #phase {
-            type Err = ::kube_fsm::UnknownPhase;
+            type Err = ::kube_fsm::__private::UnknownPhase;
             #unknown_doc
             fn from_str(value: &str) -> ::core::result::Result<Self, <Self as ::core::str::FromStr>::Err> {
                 let mut i = 0;
@@ -111,7 +111,7 @@ pub fn phase_enum(lowered: &Lowered<'_>) -> TokenStream {
                     }
                     i += 1;
                 }
-                ::core::result::Result::Err(::kube_fsm::UnknownPhase {
+                ::core::result::Result::Err(::kube_fsm::__private::UnknownPhase {
                     value: ::kube_fsm::__private::String::from(value),
                     valid: &Self::NAMES,
                 })
@@ -147,8 +147,8 @@ pub fn phase_enum(lowered: &Lowered<'_>) -> TokenStream {
         }
 
         #[automatically_derived]
-        impl ::kube_fsm::Phase for #phase {
-            const MACHINE: &'static ::kube_fsm::MachineData = Self::MACHINE;
+        impl ::kube_fsm::__private::Phase for #phase {
+            const MACHINE: &'static ::kube_fsm::__private::MachineData = Self::MACHINE;
             fn index(self) -> usize {
                 self as usize
             }
