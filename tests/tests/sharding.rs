@@ -1013,3 +1013,27 @@ async fn the_labeller_writes_labels_side_by_side() {
     assert_labelled(&client, &objects).await;
     a.stop().await;
 }
+
+#[tokio::test]
+async fn a_crashed_replica_leaves_no_labeller_behind() {
+    let Some((client, ns)) = cluster::prepare("a_crashed_replica_leaves", "fsm-shards-crash").await
+    else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let (a, _) = replica(&client, &ns, "replica-a", &ledger);
+    create(&api, "before", 2).await;
+    all_running(&api, 2).await;
+    // Its task aborted (as a caller's `select!` drops `run()`, or a crash of the task): nothing
+    // of it may go on writing.
+    a.crash().await;
+    create(&api, "after", 1).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = api.get("after-0").await.expect("get");
+    assert_eq!(
+        after.labels().get("shard.kube-fsm.io/fsm-shards"),
+        None,
+        "a labeller of the crashed replica labelled a new object"
+    );
+}

@@ -58,6 +58,7 @@ use kube_fsm_tests::resources::Database;
 use kube_fsm_tests::{admission, cluster};
 use serde_json::json;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 const OPERATOR: &str = "kube-fsm-chaos";
 
@@ -181,9 +182,15 @@ fn spawn_replica(shared: &Shared, n: usize) -> Replica {
                 .retry_period(Duration::from_secs(1)),
         )
     };
+    // Its log lines name it (RUST_LOG=kube_fsm=info shows who acquired and released what).
+    let task = tokio::spawn(
+        operator
+            .run()
+            .instrument(tracing::info_span!("replica", id = %identity)),
+    );
     Replica {
         identity,
-        task: tokio::spawn(operator.run()),
+        task,
         stop,
     }
 }

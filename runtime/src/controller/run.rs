@@ -23,6 +23,17 @@ use crate::watch::{self, Lenient};
 
 type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
 
+/// The tasks that run beside the controller (labellers, extra sources), aborted when dropped.
+struct Beside(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 impl<K, H> Operator<K, H>
 where
     K: Reconciled<H>,
@@ -74,8 +85,11 @@ where
         let (controller, engine, tasks) = self.build(stop, shards);
         // With sharding: labels new objects (and children without a label) while this
         // replica serves shard 0.
-        let mut beside: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
-        beside.extend(engine.labeller.clone().map(|labeller| {
+        // Stopped with the controller, also when this future is dropped (a caller's `select!`,
+        // an aborted task): a labeller left running would label objects for a replica that
+        // no longer serves anything.
+        let mut beside = Beside(tasks.into_iter().map(tokio::spawn).collect());
+        beside.0.extend(engine.labeller.clone().map(|labeller| {
             let api = K::api_in::<kube::core::PartialObjectMeta<K>>(
                 labeller.client.clone(),
                 namespace.as_deref(),
@@ -99,9 +113,7 @@ where
                 std::future::ready(())
             })
             .await;
-        for task in beside {
-            task.abort();
-        }
+        drop(beside);
     }
 
     fn build(
