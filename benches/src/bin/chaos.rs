@@ -631,7 +631,7 @@ async fn main() {
             0.0,
         ),
         (
-            "writes landing on an object while another replica stepped it (the API server's audit log)",
+            "writes arriving at an object while another replica stepped it (the API server's audit log)",
             audited.as_ref().map_or(0, |(bad, _)| bad.len()) as f64,
             0.0,
         ),

@@ -122,9 +122,12 @@ pub fn during_others_steps(writes: &[Write], windows: &[Window]) -> Vec<String> 
         .iter()
         .filter_map(|write| {
             let steps = by_object.get(write.object.as_str())?;
+            // The write arrived while the other's step was under way. (A step may begin a
+            // moment before the API server stamps the write's completion: the write moved the
+            // object into the stepping replica's shard, whose watch had it at once.)
             let other = steps.iter().find(|w| {
                 w.replica != write.replica
-                    && w.start < write.completed
+                    && w.start < write.received
                     && write.received < w.end
                     && (write.label.is_none() || write.label != w.label)
             })?;
@@ -197,6 +200,12 @@ mod tests {
         let writes = [write];
         assert!(during_others_steps(&writes, &[step("replica-2", 900, 1_100)]).is_empty());
         assert!(during_others_steps(&writes, &[step("replica-1", 0, 900)]).is_empty());
+        // A step that began as the write completed (the write brought the object to it).
+        let after = Window {
+            start: at(1_000) + Duration::from_micros(150),
+            ..step("replica-1", 0, 1_500)
+        };
+        assert!(during_others_steps(&writes, &[after]).is_empty());
         assert_eq!(
             during_others_steps(&writes, &[step("replica-1", 1_000, 1_500)]),
             [
