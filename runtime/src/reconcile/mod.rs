@@ -257,8 +257,7 @@ where
     /// they can act on, and each Event would be one more write to a server in trouble. An
     /// admission webhook the API server cannot call always does (it explains a stuck object).
     fn worth_an_event(&self, object: &K, error: &ReconcileError) -> bool {
-        !error.is_connection()
-            || error.webhook_unreachable()
+        !matches!(error.failure(), Failure::Server { .. })
             || self.memory.read(object, |e| e.failures).unwrap_or(0) + 1 >= FAILURES_WORTH_AN_EVENT
     }
 
