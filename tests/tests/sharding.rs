@@ -21,6 +21,8 @@ use kube_fsm_tests::resources::*;
 use serde_json::json;
 
 const SHARDS: u32 = 6;
+/// The shard label of the tests' sharding (`Sharding::new("fsm-shards", …)`).
+const LABEL: &str = "shard.kube-fsm.io/fsm-shards";
 
 /// Who is reconciling which object right now, and who ever did; shared by the replicas of
 /// one test (they run in one process).
@@ -260,11 +262,10 @@ async fn all_running(api: &Api<Database>, count: usize) -> Vec<Database> {
 /// Every object carries the label of its shard (the FNV-1a hash of its UID), and so does its
 /// child, so that only the replica holding the shard watches it.
 async fn assert_labelled(client: &kube::Client, objects: &[Database]) {
-    let label = "shard.kube-fsm.io/fsm-shards";
     for db in objects {
         let expected = kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), SHARDS);
         assert_eq!(
-            db.labels().get(label),
+            db.labels().get(LABEL),
             Some(&expected.to_string()),
             "{}",
             db.name_any()
@@ -273,7 +274,7 @@ async fn assert_labelled(client: &kube::Client, objects: &[Database]) {
             Api::namespaced(client.clone(), &db.namespace().unwrap_or_default());
         let child = children.get(&db.name_any()).await.expect("the child");
         assert_eq!(
-            child.labels().get(label),
+            child.labels().get(LABEL),
             Some(&expected.to_string()),
             "child of {}",
             db.name_any()
@@ -410,7 +411,7 @@ async fn a_killed_replicas_shards_are_taken_over_within_the_lease_duration() {
         let list = api.list(&ListParams::default()).await.ok()?;
         list.items
             .iter()
-            .all(|db| db.labels().contains_key("shard.kube-fsm.io/fsm-shards"))
+            .all(|db| db.labels().contains_key(LABEL))
             .then_some(())
     })
     .await
@@ -716,7 +717,7 @@ async fn a_lower_shard_count_relabels_the_objects_of_shards_that_are_gone() {
     for db in &objects {
         let expected = kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), 3);
         assert_eq!(
-            db.labels().get("shard.kube-fsm.io/fsm-shards"),
+            db.labels().get(LABEL),
             Some(&expected.to_string()),
             "{}",
             db.name_any()
@@ -784,7 +785,7 @@ async fn a_rolling_change_to_fewer_shards_never_hands_an_object_to_two_replicas(
             .iter()
             .all(|db| {
                 let shard = kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), 3);
-                db.labels().get("shard.kube-fsm.io/fsm-shards") == Some(&shard.to_string())
+                db.labels().get(LABEL) == Some(&shard.to_string())
                     && phase_of(db).as_deref() == Some("Running")
                     && db
                         .status
@@ -842,14 +843,13 @@ async fn switching_from_leader_election_to_sharding_finds_every_child_and_moves_
     all_running(&api, 30).await;
     elected.stop().await;
     let children: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let label = "shard.kube-fsm.io/fsm-shards";
     let unlabelled = children
         .list(&ListParams::default().labels(&format!("app={CHILDREN}")))
         .await
         .expect("children")
         .items
         .iter()
-        .filter(|c| !c.labels().contains_key(label))
+        .filter(|c| !c.labels().contains_key(LABEL))
         .count();
     assert_eq!(
         unlabelled, 30,
@@ -868,7 +868,7 @@ async fn switching_from_leader_election_to_sharding_finds_every_child_and_moves_
             .values()
             .filter(|r| r.contains("replica-a") || r.contains("replica-b"))
             .count();
-        (list.items.iter().all(|db| db.labels().contains_key(label)) && reconciled >= 30)
+        (list.items.iter().all(|db| db.labels().contains_key(LABEL)) && reconciled >= 30)
             .then_some(())
     })
     .await
@@ -954,7 +954,7 @@ async fn a_label_write_never_lands_on_a_version_it_did_not_see() {
     api.patch_metadata(
         "x",
         &PatchParams::default(),
-        &Patch::Merge(json!({ "metadata": { "labels": { "shard.kube-fsm.io/fsm-shards": elsewhere.to_string() } } })),
+        &Patch::Merge(json!({ "metadata": { "labels": { LABEL: elsewhere.to_string() } } })),
     )
     .await
     .expect("label elsewhere");
@@ -970,7 +970,7 @@ async fn a_label_write_never_lands_on_a_version_it_did_not_see() {
         .await
         .expect("get")
         .labels()
-        .get("shard.kube-fsm.io/fsm-shards")
+        .get(LABEL)
         .cloned();
     assert_eq!(
         label,
@@ -1032,7 +1032,7 @@ async fn a_crashed_replica_leaves_no_labeller_behind() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = api.get("after-0").await.expect("get");
     assert_eq!(
-        after.labels().get("shard.kube-fsm.io/fsm-shards"),
+        after.labels().get(LABEL),
         None,
         "a labeller of the crashed replica labelled a new object"
     );
