@@ -33,7 +33,7 @@ use crate::lease::Observed;
 use crate::metrics::MachineMetrics;
 use crate::reconcile::{Engine, Reconciled, Requeue};
 use crate::scope::Scoped;
-use crate::shard_children::{CHILDREN_FIRST, ChildLabelling};
+use crate::shard_children::Adopters;
 use crate::shards::{InFlight, Serving, Shards};
 
 /// Who writes the labels and where.
@@ -43,8 +43,8 @@ pub(crate) struct Labeller {
     pub shards: Arc<Shards>,
     pub field_manager: String,
     pub metrics: Arc<MachineMetrics>,
-    /// The children's labellers (see [`crate::shard_children`]), which go first.
-    pub children: Arc<ChildLabelling>,
+    /// The owned kinds' labellers of unlabelled children (see [`crate::shard_children`]).
+    pub children: Arc<Adopters>,
 }
 
 impl Labeller {
@@ -54,14 +54,19 @@ impl Labeller {
         K: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
         let shard = self.shards.sharding.shard_of(meta);
-        if self.write_label::<K>(meta, shard).await? {
+        if self
+            .write_label::<K, PartialObjectMeta<K>>(meta, shard)
+            .await?
+            .is_some()
+        {
             self.metrics.shard_labelled();
         }
         Ok(())
     }
 
-    /// Writes the label of `shard` onto the object of `R` with `meta`; `false` when the object
-    /// is gone, was replaced by a new one of the same name, or got a valid label meanwhile.
+    /// Writes the label of `shard` onto the object of `R` with `meta`, and returns the object
+    /// as written (as a `T`: `R` itself, or its `PartialObjectMeta`); `None` when it is gone,
+    /// was replaced by a new one of the same name, or got a valid label meanwhile.
     ///
     /// The patch carries the UID and the resourceVersion of the version seen: a labeller works
     /// from a watch that may be far behind (thousands of objects listed, each label written in
@@ -69,12 +74,20 @@ impl Labeller {
     /// rolling change, by the object's holder — must not be overwritten: that would move the
     /// object out of a shard another replica serves while it steps the object. On a conflict
     /// the object is read again and labelled only if it still has no valid label.
-    pub async fn write_label<R>(&self, meta: &ObjectMeta, shard: u32) -> Result<bool, kube::Error>
+    pub async fn write_label<R, T>(
+        &self,
+        meta: &ObjectMeta,
+        shard: u32,
+    ) -> Result<Option<T>, kube::Error>
     where
-        R: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        R: Scoped,
+        T: kube::Resource<Scope = R::Scope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
     {
         let sharding = &self.shards.sharding;
-        let api: Api<R> = R::api_in(self.client.clone(), meta.namespace.as_deref());
+        let api: Api<T> = R::api_in(self.client.clone(), meta.namespace.as_deref());
         let params = PatchParams {
             field_manager: Some(self.field_manager.clone()),
             ..PatchParams::default()
@@ -91,23 +104,23 @@ impl Labeller {
         };
         let mut seen = meta.clone();
         for _ in 0..2 {
-            match api.patch_metadata(name, &params, &patch(&seen)).await {
-                Ok(_) => return Ok(true),
+            match api.patch(name, &params, &patch(&seen)).await {
+                Ok(written) => return Ok(Some(written)),
                 // Changed since it was seen, or replaced (the UID differs): look again.
                 Err(kube::Error::Api(status)) if status.code == 409 => {
                     let Some(fresh) = api.get_metadata_opt(name).await? else {
-                        return Ok(false);
+                        return Ok(None);
                     };
                     if fresh.metadata.uid != meta.uid
                         || sharding.labelled(&fresh.metadata).is_some()
                     {
-                        return Ok(false);
+                        return Ok(None);
                     }
                     seen = fresh.metadata;
                 }
                 // Gone, or an immutable field: the new object's own events follow.
                 Err(kube::Error::Api(status)) if matches!(status.code, 404 | 422) => {
-                    return Ok(false);
+                    return Ok(None);
                 }
                 Err(err) => return Err(err),
             }
@@ -142,21 +155,13 @@ impl Labeller {
                     return;
                 }
             }
-            // Children first: an object labelled before its children could be reconciled by a
-            // replica whose cache does not hold them yet.
-            if tokio::time::timeout(CHILDREN_FIRST, self.children.all_listed())
-                .await
-                .is_err()
-            {
-                tracing::warn!(after = ?CHILDREN_FIRST, "the children's labellers have not listed yet; labelling objects anyway");
-            }
             tracing::info!("labelling new objects with their shard");
             let config = watcher::Config::default().labels(&unlabelled);
             let objects = watcher::watcher(api.clone(), config)
                 .default_backoff()
                 .applied_objects();
             tokio::pin!(objects);
-            let mut retries = Retries::counted();
+            let mut retries = Retries::default();
             loop {
                 let room = retries.room();
                 tokio::select! {
@@ -190,7 +195,7 @@ impl Labeller {
     /// a labeller behind a slow API server took minutes over a thousand new objects, which
     /// meanwhile no replica reconciles); [`Labeller::settle`] takes its outcome. A failure is
     /// retried after a backoff, unless a retry of it is already waiting.
-    pub(crate) async fn try_label<'a, R>(
+    async fn try_label<'a, R>(
         &'a self,
         meta: ObjectMeta,
         shard: u32,
@@ -216,24 +221,21 @@ impl Labeller {
         }
         retries.writing.push(Box::pin(async move {
             let written = self
-                .write_label::<R>(&meta, shard)
+                .write_label::<R, PartialObjectMeta<R>>(&meta, shard)
                 .await
+                .map(|written| written.is_some())
                 .map_err(Unlabelled::Refused);
             (meta, shard, attempt, written)
         }));
     }
 
     /// Takes the outcome of a label write (or of the wait for an old shard's Lease).
-    pub(crate) fn settle(
-        &self,
-        (meta, shard, attempt, written): Written,
-        retries: &mut Retries<'_>,
-    ) {
+    fn settle(&self, (meta, shard, attempt, written): Written, retries: &mut Retries<'_>) {
         let uid = meta.uid.clone().unwrap_or_default();
         retries.in_flight.remove(&uid);
         match written {
             Ok(written) => {
-                if written && retries.counted {
+                if written {
                     self.metrics.shard_labelled();
                 }
             }
@@ -318,38 +320,27 @@ const LABEL_BACKOFF: Backoff = Backoff {
 type Attempt = Pin<Box<dyn Future<Output = (ObjectMeta, u32, u32)> + Send>>;
 
 /// How many label writes one labeller keeps in flight.
-pub(crate) const LABELS_IN_FLIGHT: usize = 16;
+const LABELS_IN_FLIGHT: usize = 16;
 
 /// A label write's outcome: the object, its shard, the attempt, and whether it was written.
-pub(crate) type Written = (ObjectMeta, u32, u32, Result<bool, Unlabelled>);
+type Written = (ObjectMeta, u32, u32, Result<bool, Unlabelled>);
 
 /// Label writes under way, and those waiting for another attempt: by UID, and when each is
 /// due.
 #[derive(Default)]
-pub(crate) struct Retries<'a> {
+struct Retries<'a> {
     waiting: HashSet<String>,
-    pub due: FuturesUnordered<Attempt>,
+    due: FuturesUnordered<Attempt>,
     /// The writes under way, and their objects' UIDs.
-    pub writing: FuturesUnordered<Pin<Box<dyn Future<Output = Written> + Send + 'a>>>,
+    writing: FuturesUnordered<Pin<Box<dyn Future<Output = Written> + Send + 'a>>>,
     in_flight: HashSet<String>,
     /// The Leases of shards of a larger count that objects' labels still name.
     old_shards: HashMap<u32, OldShard>,
-    /// Whether the labels written count in `kube_fsm_shard_labels_written_total` (the
-    /// machine's own objects, not their children).
-    counted: bool,
 }
 
 impl Retries<'_> {
-    /// For the machine's own objects.
-    fn counted() -> Self {
-        Retries {
-            counted: true,
-            ..Retries::default()
-        }
-    }
-
     /// Whether another write may start.
-    pub(crate) fn room(&self) -> bool {
+    fn room(&self) -> bool {
         self.writing.len() < LABELS_IN_FLIGHT
     }
 }

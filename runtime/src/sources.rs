@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::future::{BoxFuture, FutureExt};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
@@ -18,6 +17,7 @@ use crate::cache::{Cache, Watched};
 use crate::context::Caches;
 use crate::health::Health;
 use crate::selection::Selection;
+use crate::shard_children::Unlabelled;
 use crate::shard_label::Labeller;
 use crate::watch;
 
@@ -42,12 +42,9 @@ pub(crate) struct Wire<'a> {
     pub reconnect_max: Duration,
     /// With sharding: the label writer, for the children of owned kinds that lack a label.
     pub labeller: Option<&'a Labeller>,
-    /// Tasks to run beside the controller (the children's labellers).
-    pub tasks: &'a Mutex<Tasks>,
+    /// Where the caches of unlabelled children go (each is waited for like any cache).
+    pub caches: &'a Caches,
 }
-
-/// Futures to run beside a controller, for as long as it runs.
-pub(crate) type Tasks = Vec<BoxFuture<'static, ()>>;
 
 /// What the operator asked of one kind `R`.
 struct Source<K: Resource, R> {
@@ -154,7 +151,7 @@ where
     K: Watched,
     R: Watched,
 {
-    Box::new(move |controller: Controller<K>, with: &Wire<'_>| {
+    Box::new(move |mut controller: Controller<K>, with: &Wire<'_>| {
         let taken = shared.lock().unwrap_or_else(PoisonError::into_inner).take();
         let Some(Source {
             config,
@@ -168,18 +165,10 @@ where
         let api = R::api_in::<R>(with.client.clone(), with.namespace);
         let events = match with.shards {
             Some(served) if owners && mappers.is_empty() => {
-                // Its children are watched by shard label: those without one get it.
+                // Its children are watched by shard label: those without one get it from
+                // the replica that steps their owner.
                 if let Some(labeller) = with.labeller {
-                    labeller.children.expect(&R::kind(&()));
-                    let metadata =
-                        R::api_in::<PartialObjectMeta<R>>(with.client.clone(), with.namespace);
-                    let labelling = labeller
-                        .clone()
-                        .assign_children::<K, R>(metadata, config.label_selector.clone());
-                    with.tasks
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(labelling.boxed());
+                    controller = adopting::<K, R>(controller, with, labeller, &config, &cache);
                 }
                 let unlisted = cache.clone();
                 watch::selected(api, config, served.clone(), move || unlisted.unlisted()).boxed()
@@ -202,6 +191,45 @@ where
                 targets
             },
         )
+    })
+}
+
+/// Adds to `controller` the metadata-only watch of `R`'s objects without a valid shard label
+/// (narrowed by `config`'s label selector), cached for [`Unlabelled`]: a change of one
+/// reconciles its owner, whose replica labels it before the step (see
+/// [`crate::shard_children`]).
+fn adopting<K, R>(
+    controller: Controller<K>,
+    with: &Wire<'_>,
+    labeller: &Labeller,
+    config: &watcher::Config,
+    children: &Arc<Cache<R>>,
+) -> Controller<K>
+where
+    K: Watched,
+    R: Watched,
+{
+    let invalid = labeller.shards.sharding.unlabelled_selector();
+    let unlabelled = match &config.label_selector {
+        Some(selector) => format!("{selector},{invalid}"),
+        None => invalid,
+    };
+    let found = Arc::new(Cache::<PartialObjectMeta<R>>::new());
+    with.caches.insert(found.clone());
+    labeller
+        .children
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(Arc::new(Unlabelled {
+            found: found.clone(),
+            children: children.clone(),
+        }));
+    let api = R::api_in::<PartialObjectMeta<R>>(with.client.clone(), with.namespace);
+    let events = watcher(api, config.clone().labels(&unlabelled));
+    let kind = format!("{} (unlabelled)", R::kind(&()));
+    let events = watch::paced(events, kind, with.health.clone(), with.reconnect_max);
+    controller.watches_stream(watch::cached(events, found), |child| {
+        owners_of::<K, _>(&child)
     })
 }
 

@@ -20,7 +20,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-use crate::cache::{Cache, Watched};
+use crate::cache::{Cache, Cached, Watched};
 use crate::health::{HEALTHY_RESET, Health, ReconnectBackoff};
 use crate::metrics::MachineMetrics;
 use kube::runtime::utils::Backoff as _;
@@ -345,7 +345,7 @@ pub(crate) fn cached<R>(
     cache: Arc<Cache<R>>,
 ) -> impl Stream<Item = Result<R, watcher::Error>> + Send + 'static
 where
-    R: Watched,
+    R: Cached,
 {
     events
         .modify(|object| slim_keeping_applies(object.meta_mut()))

@@ -5,8 +5,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use std::sync::{Mutex, PoisonError};
-
 use futures::future::Shared;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::{Controller, controller, reflector, watcher};
@@ -18,12 +16,12 @@ use crate::pace::Pace;
 use crate::reconcile::{Engine, Reconciled};
 use crate::shard_label::Labeller;
 use crate::shards::Shards;
-use crate::sources::{Tasks, Wire};
+use crate::sources::Wire;
 use crate::watch::{self, Lenient};
 
 type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
 
-/// The tasks that run beside the controller (labellers, extra sources), aborted when dropped.
+/// The tasks that run beside the controller (the labeller), aborted when dropped.
 struct Beside(Vec<tokio::task::JoinHandle<()>>);
 
 impl Drop for Beside {
@@ -82,20 +80,25 @@ where
         let health = self.health.clone();
         let selector = self.watcher.label_selector.clone();
         let namespace = self.namespace.clone();
-        let (controller, engine, tasks) = self.build(stop, shards);
-        // With sharding: labels new objects (and children without a label) while this
-        // replica serves shard 0.
+        let (controller, engine) = self.build(stop, shards);
+        // With sharding: labels new objects while this replica serves shard 0.
         // Stopped with the controller, also when this future is dropped (a caller's `select!`,
         // an aborted task): a labeller left running would label objects for a replica that
         // no longer serves anything.
-        let mut beside = Beside(tasks.into_iter().map(tokio::spawn).collect());
-        beside.0.extend(engine.labeller.clone().map(|labeller| {
-            let api = K::api_in::<kube::core::PartialObjectMeta<K>>(
-                labeller.client.clone(),
-                namespace.as_deref(),
-            );
-            tokio::spawn(labeller.assign(api, selector))
-        }));
+        let beside = Beside(
+            engine
+                .labeller
+                .clone()
+                .map(|labeller| {
+                    let api = K::api_in::<kube::core::PartialObjectMeta<K>>(
+                        labeller.client.clone(),
+                        namespace.as_deref(),
+                    );
+                    tokio::spawn(labeller.assign(api, selector))
+                })
+                .into_iter()
+                .collect(),
+        );
         controller
             .run(Engine::reconcile, Engine::error_policy, engine)
             .for_each(|result| {
@@ -120,7 +123,7 @@ where
         self,
         stop: impl Future<Output = ()> + Send + Sync + 'static,
         shards: Option<Arc<Shards>>,
-    ) -> (Controller<K>, Arc<Engine<K, H>>, Tasks) {
+    ) -> (Controller<K>, Arc<Engine<K, H>>) {
         let namespace = self.namespace.as_deref();
         let api = K::api_in::<Lenient<K>>(self.client.clone(), namespace);
         let (reader, writer) = reflector::store::<K>();
@@ -151,7 +154,6 @@ where
             metrics: self.metrics.clone(),
             children: Arc::default(),
         });
-        let tasks = Mutex::new(Vec::new());
         controller = self.sources.wire(
             controller,
             &Wire {
@@ -161,7 +163,7 @@ where
                 health: &self.health,
                 reconnect_max,
                 labeller: labeller.as_ref(),
-                tasks: &tasks,
+                caches: &self.caches,
             },
         );
         let _ = self.store.set(controller.store());
@@ -194,8 +196,7 @@ where
         let controller = controller
             .reconcile_on(engine.clone().recovery())
             .graceful_shutdown_on(stop);
-        let tasks = tasks.into_inner().unwrap_or_else(PoisonError::into_inner);
-        (controller, engine, tasks)
+        (controller, engine)
     }
 }
 

@@ -346,6 +346,10 @@ where
             .caches()
             .ready(self.config.reconnect_max)
             .await?;
+        // With sharding: its children without a shard label get it now, and are cached.
+        if let Some(labeller) = &self.labeller {
+            labeller.adopt_children(object.meta()).await?;
+        }
         let api = self.api_for(&object);
         let mut conflicts = 0;
         loop {
