@@ -243,7 +243,7 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
             self.apply(&watcher::Event::Delete(object));
             return;
         }
-        crate::watch::slim_keeping_applies(object.meta_mut());
+        crate::slim::slim_keeping_applies(object.meta_mut());
         self.apply(&watcher::Event::Apply(object));
     }
 

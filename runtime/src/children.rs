@@ -13,8 +13,8 @@ use serde_json::Value;
 use crate::cache::{Cache, Cached, Watched};
 use crate::context::ContextError;
 use crate::fence;
-use crate::machine::StateMachine;
 use crate::scope::Scoped;
+use crate::state_machine::StateMachine;
 use crate::step::Step;
 
 /// How [`Step::apply`] ended.

@@ -39,7 +39,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use crate::machine::{MachineData, StateMachine};
+use crate::machine::MachineData;
+use crate::state_machine::StateMachine;
 
 /// The `reason` of the phase rules' failures.
 pub const FORBIDDEN: &str = "FieldValueForbidden";

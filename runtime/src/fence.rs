@@ -10,34 +10,11 @@
 //! the holding ends and the reconcile is cancelled (see [`crate::shards`]).
 
 use std::future::Future;
-use std::sync::Arc;
 
-use crate::shards::Shards;
+use crate::shards::Fence;
 
 tokio::task_local! {
     static CURRENT: Fence;
-}
-
-/// One holding of one shard.
-#[derive(Clone, Debug)]
-pub(crate) struct Fence {
-    pub(crate) shards: Arc<Shards>,
-    pub(crate) shard: u32,
-    pub(crate) holding: u64,
-}
-
-impl Fence {
-    /// Whether writes made under this holding may still land: the shard is still held under
-    /// it and was renewed within the renew deadline (also while it is being given up: a
-    /// reconcile under way finishes its writes before the Lease goes).
-    pub fn holds(&self) -> bool {
-        self.shards.stands(self.shard, self.holding, false)
-    }
-
-    /// Whether work may start under this holding: it holds and is not being given up.
-    pub fn serving(&self) -> bool {
-        self.shards.stands(self.shard, self.holding, true)
-    }
 }
 
 /// Runs `work` under `fence` (or under none, without sharding).

@@ -7,7 +7,7 @@
 //! - if no renewal has succeeded for `renew_deadline` (counted from the start of the last
 //!   successful request), it gives leadership up: no new reconcile starts, in-flight ones get
 //!   half the margin (`duration - renew_deadline`) to finish and are then cancelled, and `run`
-//!   returns [`Stopped::LeaseLost`];
+//!   returns [`crate::Stopped::LeaseLost`];
 //! - another replica takes over only after the record has not changed for `duration` on its
 //!   own clock. Since `renew_deadline < duration`, the old holder has stopped by then.
 
@@ -19,8 +19,11 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tokio::time::Instant;
 
-use crate::controller::Stopped;
 use crate::lease::{LeaseLock, Observed, Timing};
+
+/// This replica lost the Lease (`Operator::run` returns `Stopped::LeaseLost`).
+#[derive(Debug)]
+pub(crate) struct LeaseLost;
 
 /// Completes when this replica loses the Lease.
 pub(crate) type Lost = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
@@ -97,7 +100,12 @@ impl LeaderElection {
     /// Waits for the Lease, runs `body` while holding it (`body` is given a future that
     /// completes when the Lease is lost, after which it must stop), then releases it. Returns
     /// early on `signal`.
-    pub(crate) async fn lead<S, F, Fut>(self, client: Client, signal: S, body: F) -> Stopped
+    pub(crate) async fn lead<S, F, Fut>(
+        self,
+        client: Client,
+        signal: S,
+        body: F,
+    ) -> Result<(), LeaseLost>
     where
         S: Future<Output = ()> + Clone,
         F: FnOnce(Lost) -> Fut,
@@ -108,7 +116,7 @@ impl LeaderElection {
         loop {
             let started = Instant::now();
             tokio::select! {
-                () = signal.clone() => return Stopped::Signal,
+                () = signal.clone() => return Ok(()),
                 held = lock.try_acquire_or_renew(&mut observed) => match held {
                     Ok(true) => return self.serve(&lock, started, body).await,
                     Ok(false) => {}
@@ -116,7 +124,7 @@ impl LeaderElection {
                 },
             }
             tokio::select! {
-                () = signal.clone() => return Stopped::Signal,
+                () = signal.clone() => return Ok(()),
                 () = self.timing.pause() => {}
             }
         }
@@ -124,7 +132,12 @@ impl LeaderElection {
 
     /// Runs `body` while renewing; returns once `body` ends (then releases the Lease) or
     /// leadership is lost and `body` has stopped (or was cancelled).
-    async fn serve<F, Fut>(&self, lock: &LeaseLock, acquired: Instant, body: F) -> Stopped
+    async fn serve<F, Fut>(
+        &self,
+        lock: &LeaseLock,
+        acquired: Instant,
+        body: F,
+    ) -> Result<(), LeaseLost>
     where
         F: FnOnce(Lost) -> Fut,
         Fut: Future<Output = ()>,
@@ -143,7 +156,7 @@ impl LeaderElection {
                     Ok(()) => tracing::info!(lease = %self.lease, identity = %self.timing.identity, "released the Lease"),
                     Err(err) => tracing::warn!(lease = %self.lease, %err, "could not release the Lease"),
                 }
-                return Stopped::Signal;
+                return Ok(());
             }
             () = &mut renewing => {}
         }
@@ -160,7 +173,7 @@ impl LeaderElection {
             tracing::warn!(lease = %self.lease, ?grace, "in-flight reconciles cancelled after losing the Lease");
         }
         tracing::warn!(lease = %self.lease, identity = %self.timing.identity, "lost the Lease; stopped");
-        Stopped::LeaseLost
+        Err(LeaseLost)
     }
 
     /// Renews every retry period; returns when leadership is lost (another holder, or no

@@ -43,6 +43,7 @@ pub mod controller;
 pub mod crd;
 #[doc(hidden)]
 pub mod decide;
+mod dispatch;
 pub mod drift;
 mod fence;
 mod finalizer;
@@ -65,7 +66,9 @@ pub mod shard;
 mod shard_children;
 mod shard_label;
 mod shards;
+mod slim;
 mod sources;
+mod state_machine;
 pub mod status;
 pub mod step;
 #[doc(hidden)]
@@ -82,77 +85,34 @@ pub use client::client;
 pub use context::{Context, ContextError};
 pub use controller::{Operator, Stopped, owner_reference};
 pub use crd::crd;
+pub use dispatch::Dispatch;
 pub use health::{Connection, Health};
 pub use kube_fsm_macros::state_machine;
 pub use leader::LeaderElection;
-pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, RetiredData, StateMachine};
+pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, RetiredData, UnknownPhase};
 pub use next::{Choice, Cleanup, Next, Verdict};
 pub use reconcile::{Events, ReconcileError, Reconciled};
 pub use scope::Scoped;
 pub use shard::{ShardKey, Sharding};
+pub use state_machine::StateMachine;
 pub use status::{MachineStatus, PhaseValue};
 pub use step::Step;
-
-/// The error of a phase name that the spec does not declare.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown phase {value:?}; the phases are: {}", valid.join(", "))]
-pub struct UnknownPhase {
-    /// The rejected text.
-    pub value: String,
-    /// Every declared phase.
-    pub valid: &'static [&'static str],
-}
-
-/// The glue between a resource and a handler type `H`, implemented by `#[state_machine]` for
-/// every `H` that implements the generated `{Kind}Handler` trait. The engine calls these.
-pub trait Dispatch<H>: StateMachine {
-    /// The handler's error type.
-    type Error: std::error::Error + Send + Sync + 'static;
-
-    /// Runs the handler of `phase` (never called for terminal phases).
-    fn handle<'a>(
-        handler: &'a H,
-        phase: Self::Phase,
-        object: &'a Self,
-        step: &'a mut Step<Self>,
-    ) -> futures::future::BoxFuture<'a, Result<Choice<Self::Phase>, Self::Error>>;
-
-    /// Runs the cleanup handler during deletion (machines with a finalizer).
-    fn cleanup<'a>(
-        handler: &'a H,
-        object: &'a Self,
-    ) -> futures::future::BoxFuture<'a, Result<Cleanup, Self::Error>>;
-
-    /// Asks the handler whether `from -> to` may happen.
-    fn before_transition<'a>(
-        handler: &'a H,
-        object: &'a Self,
-        from: Self::Phase,
-        to: Self::Phase,
-    ) -> futures::future::BoxFuture<'a, Result<Verdict, Self::Error>>;
-
-    /// Tells the handler that `from -> to` was persisted.
-    fn after_transition<'a>(
-        handler: &'a H,
-        object: &'a Self,
-        from: Self::Phase,
-        to: Self::Phase,
-    ) -> futures::future::BoxFuture<'a, Result<(), Self::Error>>;
-}
 
 #[doc(hidden)]
 pub mod __private {
     //! Every path the generated code names, and only those (a test of the macro checks that
     //! it names nothing else): the runtime's modules may move without breaking users' builds.
     //! Not a public API.
+    pub use crate::dispatch::Dispatch;
+    pub use crate::machine::UnknownPhase;
     pub use crate::machine::{
         ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, Phase, PhaseData,
-        Requirement, RetiredData, StateMachine, TimeoutData, TriggerData,
+        Requirement, RetiredData, TimeoutData, TriggerData,
     };
     pub use crate::next::{Choice, Cleanup, Next, Verdict};
+    pub use crate::state_machine::StateMachine;
     pub use crate::status::MachineStatus;
     pub use crate::step::Step;
-    pub use crate::{Dispatch, UnknownPhase};
     pub use core;
     pub use futures::future::BoxFuture;
     pub use kube::core::object::HasStatus;

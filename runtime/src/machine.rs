@@ -1,10 +1,8 @@
-//! The static description of a machine, emitted by `#[state_machine]`, and the traits that
-//! tie the generated types to the engine.
+//! The static description of a machine, emitted by `#[state_machine]`, and the traits of
+//! the generated phase and condition enums.
 
 use std::fmt::{Debug, Display};
 use std::hash::Hash;
-
-use crate::status::MachineStatus;
 
 /// Everything the spec says, as static data: the runtime never parses a spec.
 #[derive(Debug)]
@@ -166,41 +164,12 @@ pub trait ConditionType: Copy + Eq + Debug + Send + Sync + 'static {
     fn as_str(self) -> &'static str;
 }
 
-/// Implemented by `#[state_machine]` on the custom resource: its status type and where the
-/// machine's fields live in it.
-pub trait StateMachine: Send + Sync + Sized + 'static {
-    /// The generated phase enum.
-    type Phase: Phase;
-    /// The generated condition enum.
-    type Condition: ConditionType;
-    /// The resource's status struct (`#[kube(status = "...")]`): the flattened
-    /// [`MachineStatus`] plus the operator's own fields.
-    type Status: Clone
-        + Debug
-        + Default
-        + serde::Serialize
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static;
-    /// The object's status, if it has one yet.
-    fn status_of(&self) -> Option<&Self::Status>;
-    /// The object's status, creating a default one first if needed.
-    fn status_of_mut(&mut self) -> &mut Self::Status;
-    /// The machine's fields in a status.
-    fn machine_in(status: &Self::Status) -> &MachineStatus<Self::Phase>;
-    /// The machine's fields in a status, to change them.
-    fn machine_in_mut(status: &mut Self::Status) -> &mut MachineStatus<Self::Phase>;
-    /// The machine's status fields, if the object has a status yet.
-    fn machine_status(&self) -> Option<&MachineStatus<Self::Phase>> {
-        self.status_of().map(Self::machine_in)
-    }
-    /// The machine's status fields, creating a default status first if needed.
-    fn machine_status_mut(&mut self) -> &mut MachineStatus<Self::Phase> {
-        Self::machine_in_mut(self.status_of_mut())
-    }
-    /// The machine's static data.
-    fn machine() -> &'static MachineData {
-        <Self::Phase as Phase>::MACHINE
-    }
+/// The error of a phase name that the spec does not declare.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown phase {value:?}; the phases are: {}", valid.join(", "))]
+pub struct UnknownPhase {
+    /// The rejected text.
+    pub value: String,
+    /// Every declared phase.
+    pub valid: &'static [&'static str],
 }

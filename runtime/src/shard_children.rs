@@ -13,7 +13,7 @@
 //! later, can arrive first (measured: 26 of 30 children read as absent after a switch from
 //! leader election, when the holder of shard 0 labelled them before their owners).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 
 use futures::future::BoxFuture;
 use kube::api::ObjectMeta;
@@ -21,21 +21,7 @@ use kube::core::PartialObjectMeta;
 
 use crate::cache::{Cache, Watched};
 use crate::fence;
-use crate::shard_label::Labeller;
-
-/// The unlabelled children of one owned kind, and how they get their owner's label.
-pub(crate) trait Adopt: Send + Sync {
-    /// Labels the children of the object with `owner` (a served object of the machine) that
-    /// have no valid shard label with its shard, and caches them.
-    fn adopt<'a>(
-        &'a self,
-        owner: &'a ObjectMeta,
-        labeller: &'a Labeller,
-    ) -> BoxFuture<'a, Result<(), kube::Error>>;
-}
-
-/// The owned kinds' [`Adopt`]s, registered while the watches are wired.
-pub(crate) type Adopters = Mutex<Vec<Arc<dyn Adopt>>>;
+use crate::shard_label::{Adopt, Labeller};
 
 /// The children of kind `R` without a valid shard label (metadata only, from their own
 /// watch), and the cache of the labelled ones that handlers read.

@@ -16,25 +16,38 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
-use kube::runtime::controller::Action;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 use crate::backoff::Backoff;
 use crate::lease::Observed;
 use crate::metrics::MachineMetrics;
-use crate::reconcile::{Engine, Reconciled, Requeue};
 use crate::scope::Scoped;
-use crate::shard_children::Adopters;
-use crate::shards::{InFlight, Serving, Shards};
+use crate::shards::Shards;
+
+/// The unlabelled children of one owned kind, and how they get their owner's label (see
+/// [`crate::shard_children`]).
+pub(crate) trait Adopt: Send + Sync {
+    /// Labels the children of the object with `owner` (a served object of the machine) that
+    /// have no valid shard label with its shard, and caches them.
+    fn adopt<'a>(
+        &'a self,
+        owner: &'a ObjectMeta,
+        labeller: &'a Labeller,
+    ) -> BoxFuture<'a, Result<(), kube::Error>>;
+}
+
+/// The owned kinds' [`Adopt`]s, registered while the watches are wired.
+pub(crate) type Adopters = Mutex<Vec<Arc<dyn Adopt>>>;
 
 /// Who writes the labels and where.
 #[derive(Clone)]
@@ -310,7 +323,7 @@ struct OldShard {
 }
 
 /// The backoff between attempts at one object's shard label.
-const LABEL_BACKOFF: Backoff = Backoff {
+pub(crate) const LABEL_BACKOFF: Backoff = Backoff {
     base: Duration::from_millis(500),
     max: Duration::from_secs(30),
 };
@@ -342,59 +355,5 @@ impl Retries<'_> {
     /// Whether another write may start.
     fn room(&self) -> bool {
         self.writing.len() < LABELS_IN_FLIGHT
-    }
-}
-
-impl<K, H> Engine<K, H>
-where
-    K: Reconciled<H>,
-    H: Send + Sync + 'static,
-{
-    /// Whether to reconcile `object` now: `Ok(None)` without sharding, `Ok(Some(_))` while
-    /// its shard is served (the reconcile is counted under the holding until the guard
-    /// drops), or what to do instead: look again soon while the shard's renewal is late, or
-    /// on the next change when the object is not this replica's or its label names another
-    /// shard than its own (a hand edit, or another shard count's label: the replica serving
-    /// the labelled shard puts it right, and the object moves to the watch of its shard's
-    /// holder).
-    pub(crate) async fn shard_gate(&self, object: &K) -> Result<Option<InFlight>, Action> {
-        let Some(labeller) = &self.labeller else {
-            return Ok(None);
-        };
-        let meta = object.meta();
-        let sharding = &labeller.shards.sharding;
-        let labelled = sharding.labelled(meta);
-        if labelled != Some(sharding.shard_of(meta)) {
-            // Only the replica serving the shard the label names moves the object, before it
-            // steps it (kube never runs two reconciles of one object at once), so nobody is
-            // stepping it meanwhile; any other replica (a cache a moment behind a handover)
-            // leaves it alone, and an object without a valid label is the labeller's.
-            if !labelled.is_some_and(|shard| labeller.shards.serves_shard(shard)) {
-                return Err(Action::await_change());
-            }
-            return Err(match labeller.label::<K>(meta).await {
-                // The object moves to the watch of its shard's holder.
-                Ok(()) => Action::await_change(),
-                Err(err) => {
-                    let delay = LABEL_BACKOFF.jittered(4);
-                    tracing::warn!(%err, ?delay, "cannot put the shard label right; retrying");
-                    Action::requeue(delay)
-                }
-            });
-        }
-        match labeller.shards.enter(meta) {
-            Serving::Yes(in_flight) => Ok(Some(in_flight)),
-            Serving::Later(after) => Err(Action::requeue(after)),
-            Serving::No => Err(Action::await_change()),
-        }
-    }
-
-    /// When to look again at `object`, whose reconcile stopped because its holding no longer
-    /// serves: soon while its shard's renewal is late (deferred, not dropped), else on its
-    /// next change (the shard's new holder lists it).
-    pub(crate) fn unserved(&self, object: &K) -> Requeue {
-        self.labeller
-            .as_ref()
-            .and_then(|labeller| labeller.shards.later(object.meta()))
     }
 }

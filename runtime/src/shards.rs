@@ -26,7 +26,6 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-use crate::fence::Fence;
 use crate::lease::{LeaseError, LeaseLock, Observed};
 use crate::metrics::MachineMetrics;
 use crate::shard::{Sharding, fair_share, rebalance};
@@ -78,6 +77,28 @@ pub(crate) struct Shards {
     selector: watch::Sender<Option<String>>,
     drained: Notify,
     metrics: Arc<MachineMetrics>,
+}
+
+/// One holding of one shard: what a reconcile's writes are fenced by (see [`crate::fence`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Fence {
+    pub(crate) shards: Arc<Shards>,
+    pub(crate) shard: u32,
+    pub(crate) holding: u64,
+}
+
+impl Fence {
+    /// Whether writes made under this holding may still land: the shard is still held under
+    /// it and was renewed within the renew deadline (also while it is being given up: a
+    /// reconcile under way finishes its writes before the Lease goes).
+    pub fn holds(&self) -> bool {
+        self.shards.stands(self.shard, self.holding, false)
+    }
+
+    /// Whether work may start under this holding: it holds and is not being given up.
+    pub fn serving(&self) -> bool {
+        self.shards.stands(self.shard, self.holding, true)
+    }
 }
 
 /// A reconcile under way on an object of a served shard; ends when dropped.

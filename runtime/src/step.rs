@@ -12,7 +12,8 @@ use kube::Resource;
 
 use crate::conditions::{self, ConditionError};
 use crate::context::Context;
-use crate::machine::{ConditionType, StateMachine};
+use crate::machine::ConditionType;
+use crate::state_machine::StateMachine;
 
 /// What a handler can do besides choosing the next phase: change the status's own fields, set
 /// conditions (typed by the spec's condition enum), ask to be reconciled again, and reach the

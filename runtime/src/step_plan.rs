@@ -9,12 +9,13 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use serde_json::Value;
 
-use crate::Dispatch;
 use crate::context::Context;
 use crate::decide::{self, IllegalTransition, Position, Transition, UNKNOWN_PHASE_RESET};
-use crate::machine::{Phase, StateMachine};
+use crate::dispatch::Dispatch;
+use crate::machine::Phase;
 use crate::merge_patch;
 use crate::next::Verdict;
+use crate::state_machine::StateMachine;
 use crate::status::{MachineStatus, PhaseValue};
 use crate::step::Step;
 

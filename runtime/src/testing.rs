@@ -20,11 +20,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
-use crate::Dispatch;
 use crate::conditions::{status_of, truncate};
 use crate::context::Context;
 use crate::decide::Transition;
-use crate::machine::{ConditionType, StateMachine};
+use crate::dispatch::Dispatch;
+use crate::machine::ConditionType;
+use crate::state_machine::StateMachine;
 use crate::status::{MachineStatus, PhaseValue};
 use crate::step_plan::{self, StepError, Veto};
 

@@ -68,6 +68,7 @@ where
                         self.run_controller(stop, None).await;
                     })
                     .await
+                    .map_or(Stopped::LeaseLost, |()| Stopped::Signal)
             }
         }
     }

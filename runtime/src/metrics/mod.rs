@@ -56,7 +56,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::machine::StateMachine;
+use crate::state_machine::StateMachine;
 
 mod recorder;
 

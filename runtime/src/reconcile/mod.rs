@@ -19,11 +19,12 @@ use tracing::Instrument;
 
 mod config;
 mod error;
+mod shard_gate;
 
-use crate::Dispatch;
 use crate::backoff::Failure;
 use crate::context::Context;
 use crate::decide::IllegalTransition;
+use crate::dispatch::Dispatch;
 use crate::fence;
 use crate::finalizer::Gate;
 use crate::health::Health;
