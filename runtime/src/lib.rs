@@ -31,88 +31,72 @@
 //! ```
 #![deny(missing_docs)]
 
+// The layers, each importing only those listed before it (checked by `scripts/layers`).
 #[cfg(feature = "admission")]
 pub mod admission;
-pub mod backoff;
-pub mod cache;
-pub mod children;
-mod client;
-pub mod conditions;
-pub mod context;
-pub mod controller;
-pub mod crd;
-#[doc(hidden)]
-pub mod decide;
-mod dispatch;
-pub mod drift;
-mod fence;
-mod finalizer;
-pub mod health;
-pub mod leader;
-mod lease;
-pub mod machine;
-mod memory;
-#[doc(hidden)]
-pub mod merge_patch;
-pub mod metrics;
-pub mod next;
-mod pace;
-mod reconcile;
-mod repair;
-mod report;
-mod scope;
-mod selection;
-pub mod shard;
-mod shard_children;
-mod shard_label;
-mod shards;
-mod slim;
-mod sources;
-mod state_machine;
-pub mod status;
-pub mod step;
-#[doc(hidden)]
-pub mod step_plan;
-#[cfg(feature = "otlp")]
-pub mod telemetry;
+mod engine;
+mod ha;
+mod handler;
+mod model;
+mod observe;
+mod operator;
+mod pure;
 pub mod testing;
-mod version;
 mod watch;
-mod write;
+
+pub use ha::{leader, shard};
+#[doc(hidden)]
+pub use handler::step_plan;
+pub use handler::{children, context, step};
+pub use model::{conditions, crd, machine, next, status};
+pub use observe::metrics;
+#[cfg(feature = "otlp")]
+pub use observe::telemetry;
+pub use pure::{backoff, drift};
+#[doc(hidden)]
+pub use pure::{decide, merge_patch};
+pub use watch::{cache, health};
+
+/// The builder of an operator and how its run ends.
+pub mod controller {
+    pub use crate::operator::{
+        DEFAULT_CONCURRENCY, Operator, RateLimitError, Stopped, owner_reference,
+    };
+}
 
 pub use children::Applied;
-pub use client::client;
 pub use context::{Context, ContextError};
 pub use controller::{Operator, Stopped, owner_reference};
 pub use crd::crd;
-pub use dispatch::Dispatch;
+pub use engine::{Events, ReconcileError, Reconciled};
+pub use handler::dispatch::Dispatch;
 pub use health::{Connection, Health};
 pub use kube_fsm_macros::state_machine;
 pub use leader::LeaderElection;
 pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, RetiredData, UnknownPhase};
+pub use model::state_machine::StateMachine;
 pub use next::{Choice, Cleanup, Next, Verdict};
-pub use reconcile::{Events, ReconcileError, Reconciled};
-pub use scope::Scoped;
 pub use shard::{ShardKey, Sharding};
-pub use state_machine::StateMachine;
 pub use status::{MachineStatus, PhaseValue};
 pub use step::Step;
+pub use watch::client::client;
+pub use watch::scope::Scoped;
 
 #[doc(hidden)]
 pub mod __private {
     //! Every path the generated code names, and only those (a test of the macro checks that
     //! it names nothing else): the runtime's modules may move without breaking users' builds.
     //! Not a public API.
-    pub use crate::dispatch::Dispatch;
-    pub use crate::machine::UnknownPhase;
-    pub use crate::machine::{
+    pub use crate::handler::dispatch::Dispatch;
+    pub use crate::handler::step::Step;
+    pub use crate::model::machine::UnknownPhase;
+    pub use crate::model::machine::{
         ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, Phase, PhaseData,
         Requirement, RetiredData, TimeoutData, TriggerData,
     };
-    pub use crate::next::{Choice, Cleanup, Next, Verdict};
-    pub use crate::state_machine::StateMachine;
-    pub use crate::status::MachineStatus;
-    pub use crate::step::Step;
+    pub use crate::model::next::{Choice, Cleanup, Next, Verdict};
+    pub use crate::model::state_machine::StateMachine;
+    pub use crate::model::status::MachineStatus;
     pub use core;
     pub use futures::future::BoxFuture;
     pub use kube::core::object::HasStatus;

@@ -2,7 +2,7 @@
 //! phase, run one step (timeout, handler, `when` rules, hooks) exactly as the engine does, and
 //! assert the phase, conditions, status fields and requeue it leads to. A handler that reads
 //! children or sends requests gets them from a [`Context`] you build ([`step_in`]): caches
-//! filled with [`crate::cache::Cache::from_objects`], a client over a canned service.
+//! filled with [`crate::watch::cache::Cache::from_objects`], a client over a canned service.
 //!
 //! ```no_run
 //! # async fn demo<K: kube_fsm::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, phase: K::Phase) {
@@ -20,14 +20,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
-use crate::conditions::{status_of, truncate};
-use crate::context::Context;
-use crate::decide::Transition;
-use crate::dispatch::Dispatch;
-use crate::machine::ConditionType;
-use crate::state_machine::StateMachine;
-use crate::status::{MachineStatus, PhaseValue};
-use crate::step_plan::{self, StepError, Veto};
+use crate::handler::context::Context;
+use crate::handler::dispatch::Dispatch;
+use crate::handler::step_plan::{self, StepError, Veto};
+use crate::model::conditions::{status_of, truncate};
+use crate::model::machine::ConditionType;
+use crate::model::state_machine::StateMachine;
+use crate::model::status::{MachineStatus, PhaseValue};
+use crate::pure::decide::Transition;
 
 /// What one step did.
 #[derive(Debug, Clone)]

@@ -37,7 +37,9 @@ pub use tls::{ServingCertificate, TlsError};
 
 #[cfg(test)]
 pub(crate) mod tests_support {
-    use crate::machine::{DriftPolicy, EdgeData, MachineData, PhaseData, RetiredData, TriggerData};
+    use crate::model::machine::{
+        DriftPolicy, EdgeData, MachineData, PhaseData, RetiredData, TriggerData,
+    };
 
     const fn phase(name: &'static str) -> PhaseData {
         PhaseData {

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
 use super::rules::Violation;
-use crate::machine::MachineData;
+use crate::model::machine::MachineData;
 
 /// The policy layers of a webhook: rules evaluated after the machine's, from which the
 /// operator is exempt. In YAML (serde), e.g. a file the operator reads at start:

@@ -1,8 +1,8 @@
 //! The machine's rules on `status.phase`, as the CRD's CEL rules state them, for one write:
 //! the phase before and after. Pure: no request, no I/O.
 
-use crate::crd::{FORBIDDEN, PHASE_REMOVED, REQUIRED, first_phases};
-use crate::machine::MachineData;
+use crate::model::crd::{FORBIDDEN, PHASE_REMOVED, REQUIRED, first_phases};
+use crate::model::machine::MachineData;
 
 /// The field every rule is about.
 pub const PHASE_FIELD: &str = "status.phase";

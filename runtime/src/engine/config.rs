@@ -1,0 +1,51 @@
+//! The engine's settings, filled by the `Operator` builder (the one way to configure it).
+
+use std::time::Duration;
+
+use crate::pure::backoff::Backoff;
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Attempts retried after a 409 Conflict (each after a fresh GET) before backing off.
+    pub max_conflict_retries: u32,
+    /// Backoff after failed reconciles, vetoed timeouts and held objects.
+    pub backoff: Backoff,
+    /// The reporting controller name on Events.
+    pub reporter: String,
+    /// The field manager of every write (`metadata.managedFields` names who wrote what).
+    pub field_manager: String,
+    /// The longest wait before a watch reconnects, and before an object whose reconcile failed
+    /// for want of a connection (transport errors, 429, 5xx) is retried.
+    pub reconnect_max: Duration,
+    /// Which of the engine's own Kubernetes Events are recorded.
+    pub events: Events,
+}
+
+/// Which of the engine's own Kubernetes Events (transitions, vetoes, drift, failures) are
+/// recorded. Each is a request to the API server: at thousands of objects, `Warnings` keeps
+/// what needs a human and drops one write per transition. Events a handler publishes through
+/// its step are not affected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Events {
+    /// Every Event: Normal ones (transitions, migrations) and Warnings (the default).
+    #[default]
+    All,
+    /// Warning Events only (vetoes, drift, failed reconciles, held objects).
+    Warnings,
+    /// None.
+    Off,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_conflict_retries: 3,
+            backoff: Backoff::default(),
+            reporter: "kube-fsm".into(),
+            field_manager: "kube-fsm".into(),
+            reconnect_max: Duration::from_secs(30),
+            events: Events::All,
+        }
+    }
+}

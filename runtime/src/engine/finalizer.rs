@@ -1,0 +1,91 @@
+//! The spec's finalizer: added before any phase handler runs; on deletion, `cleanup` until it
+//! reports done, then removed. Both writes are locked on the resourceVersion read; a conflict
+//! sends the whole attempt back to a fresh read (the object may be gone, or its finalizers
+//! changed), and a 404 means there is nothing left to do.
+
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::events::EventType;
+
+use crate::engine::write::Write;
+use crate::engine::{Attempt, Engine, ReconcileError, Reconciled};
+use crate::model::next::Cleanup;
+
+/// What the finalizer step leaves to do.
+pub(crate) enum Gate<K> {
+    /// Go on with the phase step on this object.
+    Proceed(K),
+    /// Stop this attempt here.
+    Stop(Attempt),
+}
+
+impl<K, H> Engine<K, H>
+where
+    K: Reconciled<H>,
+    H: Send + Sync + 'static,
+{
+    /// Adds the finalizer before any handler runs, and runs cleanup on deletion.
+    pub(crate) async fn finalizer(
+        &self,
+        api: &Api<K>,
+        object: K,
+        finalizer: &str,
+    ) -> Result<Gate<K>, ReconcileError> {
+        let present = object.finalizers().iter().any(|f| f == finalizer);
+        if object.meta().deletion_timestamp.is_none() {
+            if present {
+                return Ok(Gate::Proceed(object));
+            }
+            let mut all = object.finalizers().to_vec();
+            all.push(finalizer.to_owned());
+            return Ok(match self.patch_finalizers(api, &object, &all).await? {
+                Write::Landed(added) => Gate::Proceed(added),
+                Write::Conflict => Gate::Stop(Attempt::Conflict),
+                Write::Gone | Write::Fenced => Gate::Stop(Attempt::Done(None)),
+            });
+        }
+        if !present {
+            return Ok(Gate::Stop(Attempt::Done(None)));
+        }
+        let cleanup = K::cleanup(&self.handler, &object)
+            .await
+            .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
+        if let Cleanup::Pending(after) = cleanup {
+            return Ok(Gate::Stop(Attempt::Done(Some(after))));
+        }
+        let rest: Vec<String> = object
+            .finalizers()
+            .iter()
+            .filter(|f| *f != finalizer)
+            .cloned()
+            .collect();
+        match self.patch_finalizers(api, &object, &rest).await? {
+            Write::Landed(_) => {}
+            Write::Conflict => return Ok(Gate::Stop(Attempt::Conflict)),
+            // Already gone (a stale duplicate of this step removed the finalizer).
+            Write::Gone | Write::Fenced => return Ok(Gate::Stop(Attempt::Done(None))),
+        }
+        // The memory stays until the object leaves the cache: its stale-cache guard keeps a late
+        // copy that still shows the finalizer from running cleanup again.
+        self.event(
+            &object,
+            EventType::Normal,
+            "CleanupDone",
+            "Cleanup".to_owned(),
+            format!("removed finalizer {finalizer}"),
+        )
+        .await;
+        Ok(Gate::Stop(Attempt::Done(None)))
+    }
+
+    /// Replaces `metadata.finalizers`, locked on the resourceVersion we read.
+    async fn patch_finalizers(
+        &self,
+        api: &Api<K>,
+        object: &K,
+        finalizers: &[String],
+    ) -> Result<Write<K>, ReconcileError> {
+        let patch = serde_json::json!({ "metadata": { "finalizers": finalizers } });
+        self.write_object(api, object, &patch).await
+    }
+}

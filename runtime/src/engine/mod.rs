@@ -1,0 +1,508 @@
+//! One reconcile of one object against the API server: the stale-cache guard, then attempts
+//! (finalizer gate, owed hooks, drift, the step and one resourceVersion-locked status write)
+//! until one is not refused by a conflict. A conflict re-reads the object from the API server
+//! and runs the whole attempt again on what it holds now, deletion and finalizer included.
+
+use std::fmt::Debug;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::PatchParams;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::Instrument;
+
+mod config;
+mod error;
+mod finalizer;
+pub(crate) mod memory;
+mod repair;
+mod report;
+mod shard_gate;
+mod write;
+
+use crate::engine::finalizer::Gate;
+use crate::engine::memory::{Intent, Memory};
+use crate::engine::write::Write;
+use crate::ha::fence;
+use crate::ha::shard_label::Labeller;
+use crate::handler::context::Context;
+use crate::handler::dispatch::Dispatch;
+use crate::handler::step_plan::{self, Plan};
+use crate::model::machine::Phase;
+use crate::model::state_machine::StateMachine;
+use crate::model::status::PhaseValue;
+use crate::observe::metrics::{MachineMetrics, ReconcileResult};
+use crate::pure::backoff::Failure;
+use crate::pure::decide::IllegalTransition;
+use crate::watch::health::Health;
+use crate::watch::scope::Scoped;
+
+/// What a resource type needs to be reconciled by the engine.
+pub trait Reconciled<H>:
+    Dispatch<H> + Scoped + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+impl<K, H> Reconciled<H> for K where
+    K: Dispatch<H> + Scoped + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+pub use config::{EngineConfig, Events};
+pub use error::ReconcileError;
+
+/// A failure of the API server itself makes a `ReconcileFailed` Event once it happened this
+/// many times in a row to one object.
+const FAILURES_WORTH_AN_EVENT: u32 = 3;
+
+/// When to look at an object again: after a delay, or on its next change (`None`).
+pub(crate) type Requeue = Option<Duration>;
+
+/// How one attempt ended.
+pub(crate) enum Attempt {
+    /// Finished (or the object is gone): look again then.
+    Done(Requeue),
+    /// A write met another writer's change: re-read and attempt again.
+    Conflict,
+}
+
+impl<K> From<Write<K>> for Option<Attempt> {
+    /// `None` when the write landed and the attempt goes on.
+    fn from(write: Write<K>) -> Self {
+        match write {
+            Write::Landed(_) => None,
+            Write::Conflict => Some(Attempt::Conflict),
+            Write::Gone | Write::Fenced => Some(Attempt::Done(None)),
+        }
+    }
+}
+
+/// The shared state of a running controller: the handler, the context and what the engine
+/// remembers between reconciles.
+pub struct Engine<K: Resource<DynamicType = ()> + StateMachine, H> {
+    namespace: Option<String>,
+    pub(crate) handler: H,
+    /// What handlers reach the cluster through; its recorder also records the engine's Events.
+    pub(crate) context: Arc<Context>,
+    pub(crate) config: EngineConfig,
+    pub(crate) metrics: Arc<MachineMetrics>,
+    /// Per-object memory, by UID (see [`crate::engine::memory`]).
+    pub(crate) memory: Memory<K, K::Phase>,
+    /// The controller's cache, to forget objects that left it.
+    cache: Arc<OnceLock<Store<K>>>,
+    /// The connection to the API server.
+    pub(crate) health: Health,
+    /// With sharding: the shards this replica serves, and the writer of their labels.
+    pub(crate) labeller: Option<Labeller>,
+}
+
+impl<K: Resource<DynamicType = ()> + StateMachine, H> Debug for Engine<K, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("namespace", &self.namespace)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, H> Engine<K, H>
+where
+    K: Reconciled<H>,
+    H: Send + Sync + 'static,
+{
+    /// An engine for objects of `K` (in `namespace`, or all namespaces), recording into
+    /// `metrics`.
+    pub(crate) fn new(
+        namespace: Option<String>,
+        handler: H,
+        config: EngineConfig,
+        metrics: Arc<MachineMetrics>,
+        cache: Arc<OnceLock<Store<K>>>,
+        health: Health,
+        context: Arc<Context>,
+    ) -> Self {
+        Engine {
+            namespace,
+            handler,
+            context,
+            config,
+            metrics,
+            memory: Memory::default(),
+            cache,
+            health,
+            labeller: None,
+        }
+    }
+
+    /// With sharding: reconcile only the objects of the shards `labeller` serves.
+    pub(crate) fn sharded(mut self, labeller: Option<Labeller>) -> Self {
+        self.labeller = labeller;
+        self
+    }
+
+    pub(crate) fn recorder(&self) -> &Recorder {
+        self.context.recorder()
+    }
+
+    fn api_for(&self, object: &K) -> Api<K> {
+        let namespace = object.namespace().or_else(|| self.namespace.clone());
+        K::api_in(self.context.client().clone(), namespace.as_deref())
+    }
+
+    pub(crate) fn patch_params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(self.config.field_manager.clone()),
+            ..PatchParams::default()
+        }
+    }
+
+    /// Reconciles one object (the function given to kube's `Controller::run`), in a span
+    /// `reconcile` with `object`, and, when the phase moves, `state.from`, `state.to` and
+    /// `reason`.
+    ///
+    /// With sharding, the reconcile runs under the holding of the object's shard it started
+    /// in (see [`crate::ha::fence`]): it is cancelled when that holding ends, and its outcome is
+    /// dropped once the holding no longer stands (the shard's next holder reconciles the
+    /// object).
+    pub async fn reconcile(object: Arc<K>, engine: Arc<Self>) -> Result<Action, ReconcileError> {
+        let in_flight = match engine.shard_gate(&object).await {
+            Ok(None) => return engine.reconcile_here(&object).await,
+            Ok(Some(in_flight)) => in_flight,
+            Err(action) => return Ok(action),
+        };
+        let fence = in_flight.fence().clone();
+        // What an earlier holding of the shard remembered is forgotten: another replica may
+        // have moved the object since.
+        engine.memory.under(&object, fence.holding);
+        let result = tokio::select! {
+            biased;
+            () = in_flight.ended() => {
+                tracing::info!(object = %object.name_any(), "reconcile cancelled: the object's shard is no longer held");
+                return Ok(Action::await_change());
+            }
+            result = fence::under(Some(fence.clone()), engine.reconcile_here(&object)) => result,
+        };
+        match result {
+            Err(err) if !fence.holds() => {
+                tracing::debug!(object = %object.name_any(), %err, "reconcile ended after the object's shard was given up");
+                Ok(Action::await_change())
+            }
+            result => result,
+        }
+    }
+
+    /// The reconcile of an object this replica may reconcile now.
+    async fn reconcile_here(&self, object: &Arc<K>) -> Result<Action, ReconcileError> {
+        let cached = object.resource_version();
+        if self
+            .memory
+            .with(object, |e| e.versions.is_stale(cached.as_deref()))
+        {
+            return Ok(Action::await_change());
+        }
+        let key = ObjectRef::from_obj(object.as_ref());
+        let span = tracing::info_span!(
+            "reconcile",
+            object = %key,
+            state.from = tracing::field::Empty,
+            state.to = tracing::field::Empty,
+            reason = tracing::field::Empty,
+        );
+        let slot = self.context.pace().reconcile().await;
+        if let Some(requeue) = self.unless_served(object) {
+            return Ok(requeue.map_or_else(Action::await_change, Action::requeue));
+        }
+        let _worker = self.metrics.worker();
+        let started = Instant::now();
+        let phase = object.machine_status().and_then(|s| s.phase.clone());
+        let result = self
+            .reconcile_inner(object.as_ref().clone())
+            .instrument(span)
+            .await;
+        let outcome = match &result {
+            Ok(None) => ReconcileResult::Success,
+            Ok(Some(_)) => ReconcileResult::RequeueAfter,
+            Err(_) => ReconcileResult::Error,
+        };
+        self.metrics
+            .reconciled(outcome, started.elapsed(), phase.as_ref());
+        self.context
+            .pace()
+            .ended(result.as_ref().err().and_then(ReconcileError::overload));
+        // The failure's Event is written inside the slot, paced like every other write.
+        match &result {
+            Ok(_) => {
+                self.memory.with(object, |e| e.failures = 0);
+            }
+            Err(err) if self.worth_an_event(object, err) => {
+                let note = err.to_string().chars().take(1024).collect();
+                self.event(
+                    object,
+                    EventType::Warning,
+                    "ReconcileFailed",
+                    "Reconcile".into(),
+                    note,
+                )
+                .await;
+            }
+            Err(_) => {}
+        }
+        drop(slot);
+        self.prune();
+        result.map(|requeue| requeue.map_or_else(Action::await_change, Action::requeue))
+    }
+
+    /// Whether a failed reconcile gets a `ReconcileFailed` Event. A failure of the API server
+    /// itself (429, 5xx, transport) does only once it persists ([`FAILURES_WORTH_AN_EVENT`] in
+    /// a row): a flaky or overloaded server's sparse refusals tell the object's owner nothing
+    /// they can act on, and each Event would be one more write to a server in trouble. An
+    /// admission webhook the API server cannot call always does (it explains a stuck object).
+    fn worth_an_event(&self, object: &K, error: &ReconcileError) -> bool {
+        !matches!(error.failure(), Failure::Server { .. })
+            || self.memory.read(object, |e| e.failures).unwrap_or(0) + 1 >= FAILURES_WORTH_AN_EVENT
+    }
+
+    /// After a wait: `Some` (when to look again) if the reconcile may not go on, because the
+    /// holding of the object's shard it runs under no longer serves.
+    fn unless_served(&self, object: &K) -> Option<Requeue> {
+        (!fence::serving()).then(|| self.unserved(object))
+    }
+
+    /// Forgets objects that left the cache, or came back under a new UID, once the memory has
+    /// grown past twice the cache (plus slack): nothing per reconcile in the steady state.
+    fn prune(&self) {
+        let Some(cache) = self.cache.get() else {
+            return;
+        };
+        self.memory.prune(2 * cache.len() + 64, |key, uid| {
+            cache
+                .get(key)
+                .is_some_and(|o| o.meta().uid.as_deref() == Some(uid))
+        });
+        self.metrics.remembered(self.memory.len());
+    }
+
+    /// The error policy given to kube's `Controller::run`: per-object backoff by the kind of
+    /// failure ([`Backoff::retry`](crate::pure::backoff::Backoff::retry)). A failure for want of a
+    /// connection waits at most as long as a watch reconnect, and the object is rescheduled
+    /// at once when the connection comes back (see the `health` module): an outage does not
+    /// leave objects waiting out a backoff that grew meanwhile.
+    pub fn error_policy(object: Arc<K>, error: &ReconcileError, engine: Arc<Self>) -> Action {
+        let failures = engine.memory.with(&object, |e| {
+            e.failures = e.failures.saturating_add(1);
+            e.disconnected = error.is_connection();
+            e.failures
+        });
+        let failure = error.failure();
+        let delay = engine.config.backoff.retry(
+            failures,
+            failure,
+            engine.config.reconnect_max,
+            fastrand::f64(),
+        );
+        if failure == Failure::Other {
+            tracing::warn!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
+        } else {
+            if matches!(error, ReconcileError::Kube(e) if !matches!(e, kube::Error::Api(_))) {
+                engine.health.lost(error);
+            }
+            tracing::debug!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
+        }
+        Action::requeue(delay)
+    }
+
+    /// Objects to reconcile again when the connection comes back: every object whose last
+    /// reconcile failed for want of a connection (a handler's failure keeps its backoff), at
+    /// most `RECOVERY_BATCH` every 100 ms so the recovery does not itself overload the API
+    /// server.
+    pub(crate) fn recovery(
+        self: Arc<Self>,
+    ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+        const RECOVERY_BATCH: usize = 100;
+        futures::stream::unfold(
+            (self, std::collections::VecDeque::new(), 0usize),
+            |(engine, mut queue, mut sent)| async move {
+                loop {
+                    if let Some(next) = queue.pop_front() {
+                        sent += 1;
+                        if sent % RECOVERY_BATCH == 0 {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        return Some((next, (engine, queue, sent)));
+                    }
+                    engine.health.wait_restored().await;
+                    queue.extend(engine.memory.disconnected());
+                    tracing::info!(
+                        objects = queue.len(),
+                        "rescheduling the objects that failed during the outage"
+                    );
+                }
+            },
+        )
+    }
+
+    async fn reconcile_inner(&self, mut object: K) -> Result<Requeue, ReconcileError> {
+        // Handlers read children from the caches: no step before each has its first list.
+        self.context
+            .caches()
+            .ready(self.config.reconnect_max)
+            .await?;
+        // With sharding: its children without a shard label get it now, and are cached.
+        if let Some(labeller) = &self.labeller {
+            labeller.adopt_children(object.meta()).await?;
+        }
+        let api = self.api_for(&object);
+        let mut conflicts = 0;
+        loop {
+            if let Some(requeue) = self.unless_served(&object) {
+                return Ok(requeue);
+            }
+            match self.attempt(&api, object.clone()).await? {
+                Attempt::Done(requeue) => return Ok(requeue),
+                Attempt::Conflict => self.metrics.conflict(),
+            }
+            conflicts += 1;
+            if conflicts > self.config.max_conflict_retries {
+                return Err(ReconcileError::Conflicts(conflicts));
+            }
+            // Someone else wrote the object: look again at what the server holds.
+            let Some(fresh) = api.get_opt(&object.name_any()).await? else {
+                self.memory.forget(&object);
+                return Ok(None);
+            };
+            if fresh.meta().uid != object.meta().uid {
+                // Deleted and created again under the same name: the new object's own
+                // events bring its reconcile.
+                self.memory.forget(&object);
+                return Ok(None);
+            }
+            let version = fresh.resource_version();
+            self.memory
+                .with(&fresh, |e| e.versions.read(version.as_deref()));
+            object = fresh;
+        }
+    }
+
+    /// One attempt on `object` as read: the finalizer gate, a hook still owed, drift, the step.
+    async fn attempt(&self, api: &Api<K>, mut object: K) -> Result<Attempt, ReconcileError> {
+        if let Some(finalizer) = K::machine().finalizer {
+            match self.finalizer(api, object, finalizer).await? {
+                Gate::Proceed(ready) => object = ready,
+                Gate::Stop(attempt) => return Ok(attempt),
+            }
+        }
+        if object.meta().deletion_timestamp.is_some() {
+            // Going away (held by someone else's finalizer): no more transitions.
+            return Ok(Attempt::Done(None));
+        }
+        self.settle(&object).await?;
+        self.pay_owed_hook(&object).await?;
+        if let Some(stop) = self.drift(api, &object).await? {
+            return Ok(stop);
+        }
+        self.step(api, &object).await
+    }
+
+    /// Plans one step and writes it.
+    async fn step(&self, api: &Api<K>, object: &K) -> Result<Attempt, ReconcileError> {
+        let plan = step_plan::plan(&self.handler, object, Timestamp::now(), &self.context).await?;
+        let timeout_retry = self.vetoes(object, &plan).await;
+        let requeue = match (plan.requeue, timeout_retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let Some(patch) = &plan.patch else {
+            return Ok(Attempt::Done(requeue));
+        };
+        check_legal(&plan)?;
+        let patch = serde_json::json!({ "status": patch });
+        let entered = plan.machine().entered_at();
+        let intent = plan.transition.clone().map(|transition| Intent {
+            transition,
+            entered,
+            stayed: plan.position.entered_at.map(|t| {
+                Timestamp::now()
+                    .duration_since(t)
+                    .try_into()
+                    .unwrap_or_default()
+            }),
+        });
+        // Recorded before the write: a write that lands but whose answer is lost (a 504, a
+        // reset connection) still reports its transition, from the next read (see `settle`).
+        self.memory.with(object, |e| e.intent.clone_from(&intent));
+        let written = self.write_status(api, object, &patch).await?;
+        // Answered: settled here (a conflict's re-read settles it on the next attempt).
+        if !matches!(written, Write::Conflict) {
+            self.memory.with(object, |e| e.intent = None);
+        }
+        if let Some(stop) = written.into() {
+            return Ok(stop);
+        }
+        if let Some(PhaseValue::Known(phase)) = &plan.machine().phase {
+            self.memory
+                .with(object, |e| e.accepted = Some((*phase, entered)));
+        }
+        if let Some(intent) = intent {
+            self.transitioned(object, &intent.transition, intent.stayed)
+                .await?;
+        }
+        Ok(Attempt::Done(requeue))
+    }
+}
+
+impl<K, H> Engine<K, H>
+where
+    K: Reconciled<H>,
+    H: Send + Sync + 'static,
+{
+    /// Settles a transition whose write was not answered as landed: if `object` (as read now)
+    /// holds its phase with the entry time that write carried (to the second, as stored), the
+    /// write landed, and the
+    /// transition is reported (Event, metrics, `after_transition`) as if it had been answered;
+    /// otherwise it did not land and is forgotten.
+    async fn settle(&self, object: &K) -> Result<(), ReconcileError> {
+        let Some(intent) = self.memory.with(object, |e| e.intent.take()) else {
+            return Ok(());
+        };
+        let status = object.machine_status();
+        let landed = matches!(
+            status.and_then(|s| s.phase.as_ref()),
+            Some(PhaseValue::Known(phase)) if *phase == intent.transition.to
+        ) && status.and_then(|s| s.entered_at()).map(|t| t.as_second())
+            == intent.entered.map(|t| t.as_second());
+        if landed {
+            self.memory.with(object, |e| {
+                e.accepted = Some((intent.transition.to, intent.entered));
+            });
+            tracing::info!(object = %object.name_any(), to = intent.transition.to.name(), "a status write whose answer was lost had landed");
+            self.transitioned(object, &intent.transition, intent.stayed)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Defence in depth: the resourceVersion lock guarantees the stored phase is the one the plan
+/// read, so this checks the planned write against the spec once more.
+fn check_legal<K: StateMachine>(plan: &Plan<K>) -> Result<(), IllegalTransition> {
+    match &plan.machine().phase {
+        Some(PhaseValue::Known(to))
+            if !step_plan::legal_over(plan.position.stored.as_ref(), *to) =>
+        {
+            Err(IllegalTransition {
+                from: match plan.position.stored.as_ref() {
+                    Some(PhaseValue::Known(from)) => from.name(),
+                    _ => "(none)",
+                },
+                to: to.name(),
+            })
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,165 @@
+//! What the engine tells the world and the handler after a step: Kubernetes Events (one per
+//! transition, one per distinct veto), metrics, the span's fields, and the `after_transition`
+//! hook, which runs at least once per persisted move (retried on the object's next reconcile
+//! until it succeeds, while the process lives).
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::runtime::events::{Event, EventType};
+
+use crate::engine::{Engine, Events, ReconcileError, Reconciled};
+use crate::ha::fence;
+use crate::handler::step_plan::Plan;
+use crate::model::machine::Phase;
+use crate::model::status::PhaseValue;
+use crate::pure::decide::Transition;
+
+impl<K, H> Engine<K, H>
+where
+    K: Reconciled<H>,
+    H: Send + Sync + 'static,
+{
+    /// Records the step's vetoes: the metric for each, a Warning Event only for a veto that
+    /// differs from the last one. Returns when to retry a vetoed timeout (backing off).
+    pub(crate) async fn vetoes(&self, object: &K, plan: &Plan<K>) -> Option<Duration> {
+        let Some(veto) = plan.vetoed.last() else {
+            self.memory.with(object, |e| e.veto = None);
+            return None;
+        };
+        for v in &plan.vetoed {
+            self.metrics.vetoed(v.from.name(), v.to.name());
+        }
+        let (distinct, count) = self.memory.with(object, |e| match &mut e.veto {
+            Some((last, count)) if last == veto => {
+                *count = count.saturating_add(1);
+                (false, *count)
+            }
+            last => {
+                *last = Some((veto.clone(), 1));
+                (true, 1)
+            }
+        });
+        if distinct {
+            for v in &plan.vetoed {
+                let (from, to) = (v.from, v.to);
+                self.event(
+                    object,
+                    EventType::Warning,
+                    "TransitionVetoed",
+                    format!("{from}To{to}"),
+                    format!("{from} → {to}: {}", v.message),
+                )
+                .await;
+            }
+        }
+        plan.timeout_vetoed()
+            .then(|| self.config.backoff.jittered(count))
+    }
+
+    /// Reports a persisted transition and runs `after_transition` for it.
+    pub(crate) async fn transitioned(
+        &self,
+        object: &K,
+        transition: &Transition<K::Phase>,
+        stayed: Option<Duration>,
+    ) -> Result<(), ReconcileError> {
+        // A new object starts in the initial phase: its first move reads `Pending → X`.
+        let initial = K::Phase::initial();
+        let to = transition.to;
+        let from = transition
+            .from
+            .as_ref()
+            .map_or(initial.name(), PhaseValue::as_str);
+        let note = if transition.from.is_none() && to == initial {
+            format!("initialised in {initial}")
+        } else {
+            format!("{from} → {to}")
+        };
+        self.metrics
+            .transition(transition.from.as_ref(), to.name(), stayed);
+        let stored = transition.from.as_ref().map(PhaseValue::as_str);
+        let span = tracing::Span::current();
+        span.record("state.from", stored.unwrap_or_default());
+        span.record("state.to", to.name());
+        span.record("reason", transition.reason);
+        tracing::info!(
+            state.from = stored.unwrap_or_default(),
+            state.to = to.name(),
+            reason = transition.reason,
+            "transition"
+        );
+        let action: String = format!("{from}To{to}").chars().take(128).collect();
+        self.event(object, EventType::Normal, transition.reason, action, note)
+            .await;
+        let hook = match &transition.from {
+            Some(PhaseValue::Known(from)) => Some((*from, to)),
+            // The first write of a new object may already take the initial phase's edge.
+            None if to != initial => Some((initial, to)),
+            _ => None,
+        };
+        if let Some(hook) = hook {
+            self.memory.with(object, |e| e.owed_hook = Some(hook));
+            self.pay_owed_hook(object).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs an `after_transition` hook that has not succeeded yet; a failure fails the
+    /// reconcile, which retries it (with backoff) before anything else.
+    pub(crate) async fn pay_owed_hook(&self, object: &K) -> Result<(), ReconcileError> {
+        let Some((from, to)) = self.memory.read(object, |e| e.owed_hook).flatten() else {
+            return Ok(());
+        };
+        K::after_transition(&self.handler, object, from, to)
+            .await
+            .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
+        self.memory.with(object, |e| {
+            if e.owed_hook == Some((from, to)) {
+                e.owed_hook = None;
+            }
+        });
+        Ok(())
+    }
+
+    /// Publishes an Event, if the configured [`Events`] policy wants it; a failure to record
+    /// it is logged, never fatal. kube's Recorder
+    /// folds repeats of the same (type, reason, action) into one series, so `action` names
+    /// what happened (e.g. `RunningToDegraded`), keeping different transitions apart.
+    pub(crate) async fn event(
+        &self,
+        object: &K,
+        type_: EventType,
+        reason: &str,
+        action: String,
+        note: String,
+    ) {
+        let wanted = match self.config.events {
+            Events::All => true,
+            Events::Warnings => type_ == EventType::Warning,
+            Events::Off => false,
+        };
+        if !wanted {
+            return;
+        }
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action,
+            secondary: None,
+        };
+        self.context.pace().write().await;
+        if !fence::open() {
+            tracing::debug!(object = %object.name_any(), reason, "not recorded: the object's shard is no longer held");
+            return;
+        }
+        if let Err(err) = self
+            .recorder()
+            .publish(&event, &object.object_ref(&()))
+            .await
+        {
+            tracing::warn!(object = %object.name_any(), %err, "could not record event");
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! The engine's writes: merge patches locked on the resourceVersion they were computed from,
+//! so a write lands only over exactly the object that was read. Each landed write teaches the
+//! stale-cache guard the version the server returned.
+
+use kube::api::Patch;
+use kube::{Api, ResourceExt};
+use serde_json::Value;
+
+use crate::engine::{Engine, ReconcileError, Reconciled};
+use crate::ha::fence;
+
+/// How a locked write ended.
+pub(crate) enum Write<K> {
+    /// Accepted; the object as the server returned it.
+    Landed(K),
+    /// 409: someone else wrote the object since it was read.
+    Conflict,
+    /// 404: the object is gone.
+    Gone,
+    /// Not written: the holding of its shard this reconcile started under ended or is late
+    /// (see [`crate::ha::fence`]).
+    Fenced,
+}
+
+/// Where a patch goes.
+#[derive(Clone, Copy)]
+enum Target {
+    Object,
+    Status,
+}
+
+impl<K, H> Engine<K, H>
+where
+    K: Reconciled<H>,
+    H: Send + Sync + 'static,
+{
+    /// Merge-patches the status subresource of `object` with `patch` (`{"status": ...}`).
+    pub(crate) async fn write_status(
+        &self,
+        api: &Api<K>,
+        object: &K,
+        patch: &Value,
+    ) -> Result<Write<K>, ReconcileError> {
+        let written = self.locked(api, object, patch, Target::Status).await?;
+        if matches!(written, Write::Landed(_)) {
+            self.metrics.status_written();
+        }
+        Ok(written)
+    }
+
+    /// Merge-patches the object itself (its metadata) with `patch`.
+    pub(crate) async fn write_object(
+        &self,
+        api: &Api<K>,
+        object: &K,
+        patch: &Value,
+    ) -> Result<Write<K>, ReconcileError> {
+        self.locked(api, object, patch, Target::Object).await
+    }
+
+    async fn locked(
+        &self,
+        api: &Api<K>,
+        object: &K,
+        patch: &Value,
+        target: Target,
+    ) -> Result<Write<K>, ReconcileError> {
+        let based_on = object.resource_version();
+        let mut patch = patch.clone();
+        patch["metadata"]["resourceVersion"] = based_on.clone().into();
+        let name = object.name_any();
+        let params = self.patch_params();
+        self.context.pace().write().await;
+        if !fence::open() {
+            return Ok(Write::Fenced);
+        }
+        let result = match target {
+            Target::Status => {
+                api.patch_status(&name, &params, &Patch::Merge(&patch))
+                    .await
+            }
+            Target::Object => api.patch(&name, &params, &Patch::Merge(&patch)).await,
+        };
+        match result {
+            Ok(written) => {
+                self.health.restored();
+                let returned = written.resource_version();
+                self.memory.with(object, |e| {
+                    e.versions.wrote(based_on.as_deref(), returned.as_deref());
+                });
+                Ok(Write::Landed(written))
+            }
+            Err(kube::Error::Api(status)) if status.is_conflict() => Ok(Write::Conflict),
+            Err(kube::Error::Api(status)) if status.is_not_found() => {
+                self.memory.forget(object);
+                Ok(Write::Gone)
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+}

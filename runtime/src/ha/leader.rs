@@ -1,0 +1,215 @@
+//! Leader election through a Kubernetes Lease, with client-go's semantics: of all replicas of
+//! a controller, only the one holding the Lease reconciles, and a holder that cannot renew
+//! within its renew deadline stops by itself before any other replica may take over.
+//!
+//! The timing contract (client-go's `LeaseDuration` / `RenewDeadline` / `RetryPeriod`):
+//! - the holder tries to renew every `retry_period`;
+//! - if no renewal has succeeded for `renew_deadline` (counted from the start of the last
+//!   successful request), it gives leadership up: no new reconcile starts, in-flight ones get
+//!   half the margin (`duration - renew_deadline`) to finish and are then cancelled, and `run`
+//!   returns [`crate::Stopped::LeaseLost`];
+//! - another replica takes over only after the record has not changed for `duration` on its
+//!   own clock. Since `renew_deadline < duration`, the old holder has stopped by then.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+use tokio::time::Instant;
+
+use crate::ha::lease::{LeaseLock, Observed, Timing};
+
+/// This replica lost the Lease (`Operator::run` returns `Stopped::LeaseLost`).
+#[derive(Debug)]
+pub(crate) struct LeaseLost;
+
+/// Completes when this replica loses the Lease.
+pub(crate) type Lost = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+
+/// Which Lease to hold and how.
+///
+/// ```no_run
+/// let election = kube_fsm::LeaderElection::new("database-operator", "operators")
+///     .identity(std::env::var("POD_NAME").unwrap_or_else(|_| "local".into()))
+///     .duration(std::time::Duration::from_secs(15))
+///     .renew_deadline(std::time::Duration::from_secs(10));
+/// # let _ = election;
+/// ```
+#[derive(Clone, Debug)]
+pub struct LeaderElection {
+    lease: String,
+    namespace: String,
+    timing: Timing,
+}
+
+impl LeaderElection {
+    /// The Lease `lease` in `namespace` (created when missing). Defaults (client-go's): identity
+    /// = the host name plus a random suffix, lease duration 15 s, renew deadline 10 s, retry
+    /// period 2 s.
+    pub fn new(lease: impl Into<String>, namespace: impl Into<String>) -> Self {
+        LeaderElection {
+            lease: lease.into(),
+            namespace: namespace.into(),
+            timing: Timing::default(),
+        }
+    }
+
+    /// This replica's name in the Lease (unique among the replicas; a Pod name fits).
+    #[must_use]
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.timing.identity = identity.into();
+        self
+    }
+
+    /// How long the Lease stays valid after its last renewal: another replica takes over at
+    /// most this long after the holder stopped renewing (whole seconds, at least 2). The renew
+    /// deadline and retry period shrink to fit when needed (at most 2/3 and 1/5 of it).
+    #[must_use]
+    pub fn duration(mut self, duration: Duration) -> Self {
+        self.timing.set_duration(duration);
+        self
+    }
+
+    /// Give leadership up when no renewal succeeded for this long (less than the duration;
+    /// at least twice the retry period).
+    #[must_use]
+    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
+        self.timing.set_renew_deadline(deadline);
+        self
+    }
+
+    /// How often the holder renews, and others try to acquire (at least 100 ms).
+    #[must_use]
+    pub fn retry_period(mut self, period: Duration) -> Self {
+        self.timing.set_retry_period(period);
+        self
+    }
+
+    /// This replica's identity.
+    pub fn identity_str(&self) -> &str {
+        &self.timing.identity
+    }
+
+    fn lock(&self, client: Client) -> LeaseLock {
+        let api = Api::<Lease>::namespaced(client, &self.namespace);
+        self.timing.lock(&api, self.lease.clone())
+    }
+
+    /// Waits for the Lease, runs `body` while holding it (`body` is given a future that
+    /// completes when the Lease is lost, after which it must stop), then releases it. Returns
+    /// early on `signal`.
+    pub(crate) async fn lead<S, F, Fut>(
+        self,
+        client: Client,
+        signal: S,
+        body: F,
+    ) -> Result<(), LeaseLost>
+    where
+        S: Future<Output = ()> + Clone,
+        F: FnOnce(Lost) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let lock = self.lock(client);
+        let mut observed = Observed::default();
+        loop {
+            let started = Instant::now();
+            tokio::select! {
+                () = signal.clone() => return Ok(()),
+                held = lock.try_acquire_or_renew(&mut observed) => match held {
+                    Ok(true) => return self.serve(&lock, started, body).await,
+                    Ok(false) => {}
+                    Err(err) => tracing::warn!(lease = %self.lease, %err, "cannot acquire the Lease; retrying"),
+                },
+            }
+            tokio::select! {
+                () = signal.clone() => return Ok(()),
+                () = self.timing.pause() => {}
+            }
+        }
+    }
+
+    /// Runs `body` while renewing; returns once `body` ends (then releases the Lease) or
+    /// leadership is lost and `body` has stopped (or was cancelled).
+    async fn serve<F, Fut>(
+        &self,
+        lock: &LeaseLock,
+        acquired: Instant,
+        body: F,
+    ) -> Result<(), LeaseLost>
+    where
+        F: FnOnce(Lost) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        tracing::info!(lease = %self.lease, identity = %self.timing.identity, "leading");
+        let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
+        let body = body(Box::pin(async move {
+            let _ = lost_rx.await;
+        }));
+        tokio::pin!(body);
+        let renewing = self.renew(lock, acquired);
+        tokio::pin!(renewing);
+        tokio::select! {
+            () = &mut body => {
+                match lock.release().await {
+                    Ok(()) => tracing::info!(lease = %self.lease, identity = %self.timing.identity, "released the Lease"),
+                    Err(err) => tracing::warn!(lease = %self.lease, %err, "could not release the Lease"),
+                }
+                return Ok(());
+            }
+            () = &mut renewing => {}
+        }
+        let _ = lost_tx.send(());
+        // In-flight reconciles may finish within half the margin before the Lease could expire
+        // for others; past that they are cancelled, so nothing of this replica's runs once
+        // another may lead.
+        let grace = self
+            .timing
+            .duration
+            .saturating_sub(self.timing.renew_deadline)
+            / 2;
+        if tokio::time::timeout(grace, body).await.is_err() {
+            tracing::warn!(lease = %self.lease, ?grace, "in-flight reconciles cancelled after losing the Lease");
+        }
+        tracing::warn!(lease = %self.lease, identity = %self.timing.identity, "lost the Lease; stopped");
+        Err(LeaseLost)
+    }
+
+    /// Renews every retry period; returns when leadership is lost (another holder, or no
+    /// successful renewal within the renew deadline).
+    async fn renew(&self, lock: &LeaseLock, acquired: Instant) {
+        let mut observed = Observed::default();
+        let mut last_renewed = acquired;
+        loop {
+            self.timing.pause().await;
+            let started = Instant::now();
+            let left = self
+                .timing
+                .renew_deadline
+                .saturating_sub(last_renewed.elapsed());
+            match tokio::time::timeout(left, lock.try_acquire_or_renew(&mut observed)).await {
+                Ok(Ok(true)) => last_renewed = started,
+                // Refused: a conflict while we still hold it is retried; another holder is loss.
+                Ok(Ok(false)) if !observed.held_by(&lock.identity) => {
+                    tracing::warn!(lease = %self.lease, identity = %self.timing.identity, "another replica holds the Lease; stopping");
+                    return;
+                }
+                Ok(Ok(false)) => {}
+                Ok(Err(err)) => {
+                    tracing::warn!(lease = %self.lease, %err, "cannot renew the Lease");
+                }
+                Err(_) => {}
+            }
+            if last_renewed.elapsed() >= self.timing.renew_deadline {
+                tracing::warn!(
+                    lease = %self.lease,
+                    identity = %self.timing.identity,
+                    deadline = ?self.timing.renew_deadline,
+                    "could not renew the Lease within the renew deadline; stopping"
+                );
+                return;
+            }
+        }
+    }
+}

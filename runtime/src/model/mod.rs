@@ -1,0 +1,10 @@
+//! The model: what `#[state_machine]` emits and the engine reads — the machine's static data,
+//! its phases and conditions, the status, what a handler returns, the CRD. Plain data and
+//! traits; imports no other layer.
+
+pub mod conditions;
+pub mod crd;
+pub mod machine;
+pub mod next;
+pub(crate) mod state_machine;
+pub mod status;

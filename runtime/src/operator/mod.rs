@@ -1,0 +1,386 @@
+//! A builder over kube's `Controller`: scope, watcher config, owned children and related
+//! resources (with the caches handlers read), concurrency, graceful shutdown, the engine's
+//! per-object backoff, metrics and leader election.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+
+use crate::engine::{EngineConfig, Events, Reconciled};
+use crate::ha::leader::LeaderElection;
+use crate::ha::shard::Sharding;
+use crate::handler::context::Caches;
+use crate::observe::metrics::{MachineMetrics, Metrics};
+use crate::operator::sources::Sources;
+use crate::pure::backoff::Backoff;
+use crate::watch::cache::{Cached, Watched};
+use crate::watch::health::Health;
+
+mod run;
+mod sources;
+
+/// Runs a state machine as a Kubernetes controller.
+///
+/// ```no_run
+/// # async fn demo<K, H>(client: kube::Client, handler: H) where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+/// kube_fsm::Operator::<K, H>::new(client, handler)
+///     .namespace("default")
+///     .concurrency(8)
+///     .run()
+///     .await;
+/// # }
+/// ```
+pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> {
+    client: Client,
+    handler: H,
+    namespace: Option<String>,
+    watcher: watcher::Config,
+    concurrency: u16,
+    write_rate: Option<(f64, u32)>,
+    config: EngineConfig,
+    sources: Sources<K>,
+    shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
+    metrics: Arc<MachineMetrics>,
+    store: Arc<OnceLock<Store<K>>>,
+    leader: Option<LeaderElection>,
+    sharding: Option<Sharding>,
+    health: Health,
+    caches: Caches,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> std::fmt::Debug
+    for Operator<K, H>
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operator")
+            .field("namespace", &self.namespace)
+            .field("concurrency", &self.concurrency)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, H> Operator<K, H>
+where
+    K: Reconciled<H>,
+    H: Send + Sync + 'static,
+{
+    /// A controller for `K` driven by `handler`, watching all namespaces by default.
+    pub fn new(client: Client, handler: H) -> Self {
+        Operator {
+            client,
+            handler,
+            namespace: None,
+            watcher: watcher::Config::default(),
+            concurrency: DEFAULT_CONCURRENCY,
+            write_rate: None,
+            config: EngineConfig::default(),
+            sources: Sources::default(),
+            shutdown: None,
+            metrics: Arc::new(Metrics::default().for_machine::<K>(Arc::new(OnceLock::new()))),
+            store: Arc::new(OnceLock::new()),
+            leader: None,
+            sharding: None,
+            health: Health::default(),
+            caches: Caches::default(),
+        }
+    }
+
+    /// Watch one namespace only.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// The watcher configuration (label/field selectors, page size, ...).
+    #[must_use]
+    pub fn watcher_config(mut self, config: watcher::Config) -> Self {
+        self.watcher = config;
+        self
+    }
+
+    /// At most this many objects reconciled at once (default [`DEFAULT_CONCURRENCY`]; 0 =
+    /// unbounded). The engine lowers the limit while the API server signals overload (429 Too
+    /// Many Requests, 5xx: halved at most twice a second), waits out a 429's `Retry-After`
+    /// before starting more, and raises the limit back by one per round of successful
+    /// reconciles.
+    #[must_use]
+    pub fn concurrency(mut self, concurrency: u16) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Client-side rate limit on the operator's writes (status and metadata patches, applies
+    /// and deletes through the step, Events): `per_second` on average, `burst` at once, as
+    /// client-go's QPS and Burst. Off by default: the adaptive concurrency
+    /// ([`Operator::concurrency`]) already backs off when the API server is overloaded; set
+    /// it to leave a share of a small API server to other clients.
+    ///
+    /// # Errors
+    /// When `per_second` is not a positive, finite number or `burst` is 0: such a limit would
+    /// never let a write through.
+    ///
+    /// ```no_run
+    /// # use kube_fsm::{Operator, StateMachine};
+    /// # fn demo<K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static>(operator: Operator<K, H>) -> Result<(), kube_fsm::controller::RateLimitError> {
+    /// let operator = operator.rate_limit(20.0, 40)?; // client-go's default QPS is 5, Burst 10
+    /// # let _ = operator; Ok(()) }
+    /// ```
+    pub fn rate_limit(mut self, per_second: f64, burst: u32) -> Result<Self, RateLimitError> {
+        if !(per_second.is_finite() && per_second > 0.0) || burst == 0 {
+            return Err(RateLimitError { per_second, burst });
+        }
+        self.write_rate = Some((per_second, burst));
+        Ok(self)
+    }
+
+    /// Backoff after failed reconciles (per object, exponential, jittered, reset on success).
+    #[must_use]
+    pub fn backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.config.backoff = Backoff { base, max };
+        self
+    }
+
+    /// Status writes retried after conflicts before backing off.
+    #[must_use]
+    pub fn max_conflict_retries(mut self, retries: u32) -> Self {
+        self.config.max_conflict_retries = retries;
+        self
+    }
+
+    /// The controller name recorded on Events.
+    #[must_use]
+    pub fn reporter(mut self, name: impl Into<String>) -> Self {
+        self.config.reporter = name.into();
+        self
+    }
+
+    /// Which of the engine's own Events to record (default [`Events::All`]; see [`Events`]).
+    #[must_use]
+    pub fn events(mut self, events: Events) -> Self {
+        self.config.events = events;
+        self
+    }
+
+    /// The field manager of every write (default `kube-fsm`): `metadata.managedFields` then
+    /// names this controller as the writer of the status.
+    #[must_use]
+    pub fn field_manager(mut self, name: impl Into<String>) -> Self {
+        self.config.field_manager = name.into();
+        self
+    }
+
+    /// Records this controller's metrics (see [`crate::observe::metrics`]) into `metrics`, which may
+    /// serve several controllers; register it in a registry once.
+    #[must_use]
+    pub fn metrics(mut self, metrics: &Metrics) -> Self {
+        self.metrics = Arc::new(metrics.for_machine(self.store.clone()));
+        self
+    }
+
+    /// The longest wait before a failed watch reconnects (default 30 s, as client-go's
+    /// reflector), and before an object whose reconcile failed for want of a connection is
+    /// retried. When the connection comes back, objects that failed meanwhile are rescheduled
+    /// at once (in batches of 100 per 100 ms).
+    #[must_use]
+    pub fn reconnect_backoff(mut self, max: Duration) -> Self {
+        self.config.reconnect_max = max;
+        self
+    }
+
+    /// The controller's connection state, e.g. for a readiness probe: up, or down since when
+    /// and why. Get it before [`Operator::run`].
+    pub fn health(&self) -> Health {
+        self.health.clone()
+    }
+
+    /// Reconcile only while holding the Lease `election` names (see [`LeaderElection`]).
+    /// Replicas that do not hold it wait; `run` returns when leadership is lost, so exit the
+    /// process and let Kubernetes restart it, as controller-runtime's manager does.
+    #[must_use]
+    pub fn leader_election(mut self, election: LeaderElection) -> Self {
+        self.leader = Some(election);
+        self
+    }
+
+    /// Spread the objects over the replicas running with the same `sharding` (instead of
+    /// [`Operator::leader_election`], which it replaces): each reconciles and watches only the
+    /// objects of the shards it holds (see [`Sharding`]). Each object gets its shard label
+    /// once (one metadata patch), written by the replica holding shard 0. At most one replica
+    /// reconciles an object at any time; a crashed replica's shards are taken over after the
+    /// Lease duration; replicas joining or leaving rebalance the shards.
+    #[must_use]
+    pub fn sharding(mut self, sharding: Sharding) -> Self {
+        self.sharding = Some(sharding);
+        self
+    }
+
+    /// Reconcile the owner when a child of type `C` it owns changes, and keep the children in a
+    /// cache that handlers read through [`crate::Step::children`] (by owner UID, an index
+    /// lookup) and [`crate::Step::child`] (by name), and that [`crate::Step::apply`] compares
+    /// against to skip writes that would change nothing. The cache holds whole objects without
+    /// `metadata.managedFields`; narrow it with `config`'s label selector. Set the child's
+    /// owner with [`crate::Step::apply`] or [`owner_reference`]. A kind both owned and
+    /// watched ([`Operator::watches`]) has one watch, with the config of the first call.
+    ///
+    /// ```no_run
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::runtime::watcher;
+    /// operator.owns::<ConfigMap>(watcher::Config::default().labels("app.kubernetes.io/managed-by=me"))
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn owns<C>(mut self, config: watcher::Config) -> Self
+    where
+        C: Watched,
+    {
+        self.sources.owns::<C>(&self.caches, config);
+        self
+    }
+
+    /// Reconcile the objects `mapper` names when a related object of type `R` changes (e.g.
+    /// a shared ConfigMap of settings), and keep the objects of `R` in a cache that handlers
+    /// read through [`crate::Step::cache`]. As for [`Operator::owns`], the cache holds whole
+    /// objects without `metadata.managedFields`. A kind both watched and owned has one watch,
+    /// with the config of the first call: give both the same selector.
+    ///
+    /// ```no_run
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::runtime::{reflector::ObjectRef, watcher};
+    /// // Every object depends on one settings ConfigMap: a change of it reconciles them all.
+    /// operator.watches::<ConfigMap, Vec<ObjectRef<K>>>(
+    ///     watcher::Config::default().fields("metadata.name=settings"),
+    ///     |_settings| Vec::new(), // list the objects to reconcile
+    /// )
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches<R, I>(
+        mut self,
+        config: watcher::Config,
+        mapper: impl Fn(R) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: Watched,
+        I: IntoIterator<Item = ObjectRef<K>> + 'static,
+        I::IntoIter: Send,
+    {
+        let mapper = Box::new(move |object: &R| mapper(object.clone()).into_iter().collect());
+        self.sources.watches::<R>(&self.caches, config, mapper);
+        self
+    }
+
+    /// Reconcile every object of `K` when an object of `R` for which `affects` holds changes
+    /// (a shared settings or allow-list object), and keep `R` in a cache as
+    /// [`Operator::watches`] does.
+    ///
+    /// ```no_run
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::runtime::watcher;
+    /// operator.watches_all::<ConfigMap>(
+    ///     watcher::Config::default().labels("app.kubernetes.io/part-of=riskengine"),
+    ///     |settings| settings.metadata.name.as_deref() == Some("allowed-versions"),
+    /// )
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches_all<R>(
+        mut self,
+        config: watcher::Config,
+        affects: impl Fn(&R) -> bool + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: Watched,
+    {
+        let objects = self.store.clone();
+        let mapper = Box::new(move |object: &R| {
+            if !affects(object) {
+                return Vec::new();
+            }
+            objects.get().map_or_else(Vec::new, |store| {
+                store
+                    .state()
+                    .iter()
+                    .map(|o| ObjectRef::from_obj(o.as_ref()))
+                    .collect()
+            })
+        });
+        self.sources.watches::<R>(&self.caches, config, mapper);
+        self
+    }
+
+    /// Adds an index to the cache of `R` (wired with [`Operator::owns`] or
+    /// [`Operator::watches`]), as controller-runtime's field indexers: `keys` says under
+    /// which keys an object is found, and handlers look them up with
+    /// [`crate::watch::cache::Cache::indexed`].
+    ///
+    /// ```no_run
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// operator.index::<Secret>("type", |secret| secret.type_.clone().into_iter().collect())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn index<R>(
+        self,
+        name: &'static str,
+        keys: impl Fn(&R) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: Cached,
+    {
+        self.caches
+            .get_or_create::<R>()
+            .add_index(name, Arc::new(keys));
+        self
+    }
+
+    /// Stop gracefully when `signal` completes (default: SIGTERM or Ctrl-C).
+    #[must_use]
+    pub fn shutdown_on(mut self, signal: impl Future<Output = ()> + Send + Sync + 'static) -> Self {
+        self.shutdown = Some(Box::pin(signal));
+        self
+    }
+}
+
+/// Objects reconciled at once unless [`Operator::concurrency`] says otherwise: enough to keep
+/// a 2-core API server saturated at 10 000 objects (see BENCHMARKS.md), few enough that a burst
+/// of reconciles cannot queue thousands of requests on it.
+pub const DEFAULT_CONCURRENCY: u16 = 32;
+
+/// Why [`Operator::run`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// The shutdown signal came.
+    Signal,
+    /// This replica lost the Lease (see [`Operator::leader_election`]).
+    LeaseLost,
+}
+
+/// A rate limit that would never let a write through (see [`Operator::rate_limit`]).
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "invalid rate limit {per_second}/s with burst {burst}: both must be positive (and the rate finite)"
+)]
+pub struct RateLimitError {
+    /// The rate asked for.
+    pub per_second: f64,
+    /// The burst asked for.
+    pub burst: u32,
+}
+
+/// The controller ownerReference making `owner` own a child (set it on the child's
+/// `metadata.ownerReferences`; Kubernetes garbage-collects the child with its owner).
+pub fn owner_reference<K: Resource<DynamicType = ()>>(owner: &K) -> Option<OwnerReference> {
+    owner.controller_owner_ref(&())
+}

@@ -1,0 +1,216 @@
+//! Running an [`Operator`]: the shutdown signal, leader election or sharding around the
+//! controller, and the wiring of kube's `Controller` (watch, caches, engine, recovery).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::future::Shared;
+use futures::{FutureExt, StreamExt};
+use kube::runtime::{Controller, controller, reflector, watcher};
+
+use super::{Operator, Stopped};
+use crate::engine::{Engine, Reconciled};
+use crate::ha::shard_label::Labeller;
+use crate::ha::shards::Shards;
+use crate::handler::context::Context;
+use crate::operator::sources::Wire;
+use crate::watch::health::ReconnectBackoff;
+use crate::watch::pace::Pace;
+use crate::watch::{self, Lenient};
+
+type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
+
+/// The tasks that run beside the controller (the labeller), aborted when dropped.
+struct Beside(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+impl<K, H> Operator<K, H>
+where
+    K: Reconciled<H>,
+    H: Send + Sync + 'static,
+{
+    /// Runs until the shutdown signal, or, with leader election, until the Lease is lost
+    /// (then exit the process and let it be restarted).
+    pub async fn run(mut self) -> Stopped {
+        let signal: Signal = self
+            .shutdown
+            .take()
+            .unwrap_or_else(|| Box::pin(termination()))
+            .shared();
+        if let Some(sharding) = self.sharding.take() {
+            if self.leader.take().is_some() {
+                tracing::warn!("sharding replaces leader election: each replica holds shards");
+            }
+            let shards = Shards::new(sharding, self.metrics.clone());
+            let leases = shards.clone().run(self.client.clone(), signal.clone());
+            let controller = self.run_controller(signal, Some(shards));
+            futures::future::join(leases, controller).await;
+            return Stopped::Signal;
+        }
+        match self.leader.take() {
+            None => {
+                self.run_controller(signal, None).await;
+                Stopped::Signal
+            }
+            Some(election) => {
+                let client = self.client.clone();
+                election
+                    .lead(client, signal.clone(), |lost| async move {
+                        let stop = futures::future::select(signal, lost).map(|_| ());
+                        self.run_controller(stop, None).await;
+                    })
+                    .await
+                    .map_or(Stopped::LeaseLost, |()| Stopped::Signal)
+            }
+        }
+    }
+
+    async fn run_controller(
+        self,
+        stop: impl Future<Output = ()> + Send + Sync + 'static,
+        shards: Option<Arc<Shards>>,
+    ) {
+        let health = self.health.clone();
+        let selector = self.watcher.label_selector.clone();
+        let namespace = self.namespace.clone();
+        let (controller, engine) = self.build(stop, shards);
+        // With sharding: labels new objects while this replica serves shard 0.
+        // Stopped with the controller, also when this future is dropped (a caller's `select!`,
+        // an aborted task): a labeller left running would label objects for a replica that
+        // no longer serves anything.
+        let beside = Beside(
+            engine
+                .labeller
+                .clone()
+                .map(|labeller| {
+                    let api = K::api_in::<kube::core::PartialObjectMeta<K>>(
+                        labeller.client.clone(),
+                        namespace.as_deref(),
+                    );
+                    tokio::spawn(labeller.assign(api, selector))
+                })
+                .into_iter()
+                .collect(),
+        );
+        controller
+            .run(Engine::reconcile, Engine::error_policy, engine)
+            .for_each(|result| {
+                match result {
+                    // Watch and list failures: the controller backs off and retries.
+                    Err(controller::Error::QueueError(err)) => health.lost(&err),
+                    Err(controller::Error::RunnerError(err)) => {
+                        tracing::warn!(%err, "controller runner failed");
+                    }
+                    // Reconcile failures are reported by the error policy; objects gone before
+                    // their scheduled reconcile are expected.
+                    Err(err) => tracing::debug!(%err, "controller event"),
+                    Ok(_) => {}
+                }
+                std::future::ready(())
+            })
+            .await;
+        drop(beside);
+    }
+
+    fn build(
+        self,
+        stop: impl Future<Output = ()> + Send + Sync + 'static,
+        shards: Option<Arc<Shards>>,
+    ) -> (Controller<K>, Arc<Engine<K, H>>) {
+        let namespace = self.namespace.as_deref();
+        let api = K::api_in::<Lenient<K>>(self.client.clone(), namespace);
+        let (reader, writer) = reflector::store::<K>();
+        self.health.record_into(self.metrics.clone());
+        self.health.refusals_last_for(self.config.reconnect_max);
+        let events = match &shards {
+            // The controller's own store needs no gate: objects are triggered once listed.
+            Some(shards) => watch::selected(api, self.watcher, shards.selector(), || {}).boxed(),
+            None => watcher::watcher(api, self.watcher).boxed(),
+        };
+        let reconnect_max = self.config.reconnect_max;
+        let events = watch::paced(
+            events,
+            K::kind(&()).into_owned(),
+            self.health.clone(),
+            reconnect_max,
+        );
+        let objects = watch::objects(events, writer, self.metrics.clone());
+        // Each watch waits out its own failures (`watch::paced`): none reaches the controller,
+        // so its trigger backoff never pauses the other watches.
+        let mut controller = Controller::for_stream(objects, reader)
+            .with_config(controller::Config::default().concurrency(self.concurrency))
+            .trigger_backoff(ReconnectBackoff::new(reconnect_max));
+        let labeller = shards.map(|shards| Labeller {
+            client: self.client.clone(),
+            shards,
+            field_manager: self.config.field_manager.clone(),
+            metrics: self.metrics.clone(),
+            children: Arc::default(),
+        });
+        controller = self.sources.wire(
+            controller,
+            &Wire {
+                client: &self.client,
+                namespace,
+                shards: &labeller.as_ref().map(|l| l.shards.selector()),
+                health: &self.health,
+                reconnect_max,
+                labeller: labeller.as_ref(),
+                caches: &self.caches,
+            },
+        );
+        let _ = self.store.set(controller.store());
+        let context = Arc::new(
+            Context::with_manager(
+                self.client,
+                &self.config.reporter,
+                &self.config.field_manager,
+                self.caches,
+                Pace::new(
+                    (self.concurrency > 0).then_some(usize::from(self.concurrency)),
+                    self.write_rate,
+                )
+                .with_metrics(self.metrics.clone()),
+            )
+            .with_sharding(labeller.as_ref().map(|l| l.shards.sharding.clone())),
+        );
+        let engine = Arc::new(
+            Engine::new(
+                self.namespace,
+                self.handler,
+                self.config,
+                self.metrics,
+                self.store,
+                self.health,
+                context,
+            )
+            .sharded(labeller),
+        );
+        let controller = controller
+            .reconcile_on(engine.clone().recovery())
+            .graceful_shutdown_on(stop);
+        (controller, engine)
+    }
+}
+
+/// SIGTERM or Ctrl-C.
+async fn termination() {
+    #[cfg(unix)]
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        return;
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

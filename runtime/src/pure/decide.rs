@@ -1,0 +1,201 @@
+//! The pure decision core: where an object stands, whether a timeout is due, which `when` rule
+//! fires, what the status becomes, whether it must be written and when to look again.
+//! No I/O and no clock: the caller passes `now`, so every rule is testable exhaustively and the
+//! same code backs the engine and [`crate::testing`].
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::model::conditions::{status_of, truncate};
+use crate::model::machine::{Phase, TriggerData};
+use crate::model::next::Choice;
+use crate::model::status::{MachineStatus, PhaseValue};
+
+/// The reason recorded for a transition no event or timeout names.
+pub const PHASE_CHANGED: &str = "PhaseChanged";
+/// The reason recorded when an undeclared stored phase is reset to the initial phase.
+pub const UNKNOWN_PHASE_RESET: &str = "UnknownPhaseReset";
+
+/// Where an object stands before a step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Position<P> {
+    /// The phase the step runs in (the initial phase for a new object).
+    pub phase: P,
+    /// What `status.phase` holds: `None` for a new object.
+    pub stored: Option<PhaseValue<P>>,
+    /// When the object entered `phase`, if recorded.
+    pub entered_at: Option<Timestamp>,
+}
+
+impl<P: Phase> Position<P> {
+    /// Reads the position from a status. A new object starts in the initial phase; a stored
+    /// phase the spec does not declare also restarts there (and is reported as drift).
+    pub fn of(status: Option<&MachineStatus<P>>) -> Self {
+        let stored = status.and_then(|s| s.phase.clone());
+        let entered_at = status.and_then(MachineStatus::entered_at);
+        let initial = P::initial();
+        match &stored {
+            Some(PhaseValue::Known(phase)) => Position {
+                phase: *phase,
+                stored,
+                entered_at,
+            },
+            _ => Position {
+                phase: initial,
+                stored,
+                entered_at: None,
+            },
+        }
+    }
+
+    /// Whether the stored phase is a declared one (otherwise this step also writes the phase).
+    pub fn is_settled(&self) -> bool {
+        matches!(self.stored, Some(PhaseValue::Known(_)))
+    }
+}
+
+/// A decided move.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition<P> {
+    /// The stored phase it leaves (`None` for a new object, `Unknown` for drift).
+    pub from: Option<PhaseValue<P>>,
+    /// The phase it enters.
+    pub to: P,
+    /// The Kubernetes Event reason: the event name, the timeout reason, or `PhaseChanged`.
+    pub reason: &'static str,
+}
+
+/// A handler picked a target the spec does not allow (only possible by bypassing the typed
+/// API); the engine refuses it and writes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("illegal transition {from} -> {to}: the spec declares no such edge")]
+pub struct IllegalTransition {
+    /// The phase the object is in.
+    pub from: &'static str,
+    /// The target that was refused.
+    pub to: &'static str,
+}
+
+/// Time from `since` to `now`: zero if `since` is later, saturated at the longest `Duration`
+/// of nanoseconds (584 years) if it is further back, so an absurd entry time makes a timeout
+/// due rather than disabling it.
+fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
+    let nanos = now.as_nanosecond().saturating_sub(since.as_nanosecond());
+    if nanos <= 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// The timeout of `phase`, if it is due at `now`: its target and reason.
+pub fn timeout_due<P: Phase>(
+    phase: P,
+    entered_at: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<(P, &'static str)> {
+    let timeout = phase.data().timeout.as_ref()?;
+    let entered_at = entered_at?;
+    (elapsed(entered_at, now) >= Duration::from_millis(timeout.after_ms))
+        .then(|| P::from_index(timeout.to).map(|to| (to, timeout.reason)))
+        .flatten()
+}
+
+/// The target of the first `when` rule out of `phase` that holds, in spec order.
+pub fn first_rule<P: Phase>(phase: P, conditions: &[Condition]) -> Option<P> {
+    let machine = P::MACHINE;
+    machine
+        .edges
+        .iter()
+        .filter(|edge| edge.from == phase.index())
+        .find(|edge| match edge.trigger {
+            TriggerData::When(requirements) => requirements.iter().all(|r| {
+                status_of(conditions, machine.conditions[r.condition].name) == Some(r.status)
+            }),
+            _ => false,
+        })
+        .and_then(|edge| P::from_index(edge.to))
+}
+
+/// The move a step makes: the handler's explicit choice, else the first `when` rule that
+/// holds on the conditions as the handler left them. Checked against the table again.
+pub fn choose<P: Phase>(
+    phase: P,
+    choice: Choice<P>,
+    conditions: &[Condition],
+) -> Result<Option<(P, &'static str)>, IllegalTransition> {
+    let proposed = match choice {
+        Choice::To { phase: to, event } => Some((to, event.unwrap_or(PHASE_CHANGED))),
+        Choice::Stay => first_rule(phase, conditions).map(|to| (to, PHASE_CHANGED)),
+    };
+    match proposed {
+        Some((to, _)) if !phase.can_transition_to(to) => Err(IllegalTransition {
+            from: phase.name(),
+            to: to.name(),
+        }),
+        other => Ok(other),
+    }
+}
+
+/// The status after a step. The phase entry time moves only when the phase is (re)entered, or
+/// when the recorded time belongs to another phase (someone else moved the phase: its clock
+/// starts now), so a step that changes nothing produces a status equal to the stored one.
+pub fn next_status<P: Phase>(
+    stored: Option<&MachineStatus<P>>,
+    position: &Position<P>,
+    to: Option<P>,
+    conditions: Vec<Condition>,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> MachineStatus<P> {
+    let entered = match (to, position.is_settled(), position.entered_at) {
+        (None, true, Some(at)) => Time(at),
+        _ => truncate(now),
+    };
+    let phase = to.unwrap_or(position.phase);
+    MachineStatus {
+        phase: Some(PhaseValue::Known(phase)),
+        conditions,
+        observed_generation: generation.or_else(|| stored.and_then(|s| s.observed_generation)),
+        last_phase_transition_time: Some(entered),
+        entered_phase: Some(PhaseValue::Known(phase)),
+    }
+}
+
+/// Whether `new` differs from `stored` in anything a reader can see: whether the merge patch
+/// between their JSON forms is not empty. Times are stored at whole seconds, and compare so.
+pub fn needs_write<P: Phase>(stored: Option<&MachineStatus<P>>, new: &MachineStatus<P>) -> bool {
+    let Some(stored) = stored else { return true };
+    let encode = |status: &MachineStatus<P>| serde_json::to_value(status).unwrap_or_default();
+    crate::pure::merge_patch::diff(&encode(stored), &encode(new)).is_some()
+}
+
+/// When to reconcile again: the handler's request, else the phase's `requeueAfter`; never later
+/// than the phase's timeout, counted from `entered_at` (`None`: no timeout to wait for, e.g.
+/// because it was vetoed and the engine retries it with backoff). `None` waits for a change.
+pub fn requeue<P: Phase>(
+    phase: P,
+    entered_at: Option<Timestamp>,
+    handler: Option<Duration>,
+    now: Timestamp,
+) -> Option<Duration> {
+    let data = phase.data();
+    if data.terminal {
+        return None;
+    }
+    let periodic = handler.or(data.requeue_after_ms.map(Duration::from_millis));
+    let to_timeout = data
+        .timeout
+        .as_ref()
+        .zip(entered_at)
+        .map(|(t, entered_at)| {
+            // Wake a moment after the deadline so the timeout is due when we look.
+            Duration::from_millis(t.after_ms).saturating_sub(elapsed(entered_at, now))
+                + Duration::from_secs(1)
+        });
+    match (periodic, to_timeout) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

@@ -1,0 +1,543 @@
+//! Pacing the operator's traffic so that it never overloads the API server.
+//!
+//! Two mechanisms, as TCP's congestion control and client-go's client-side rate limiter:
+//! - an adaptive limit on reconciles in flight (AIMD): it halves when the API server signals
+//!   *sustained* overload — the last [`OVERLOAD_RUN`] reconciles in a row, or at least 70 % of
+//!   the last [`OVERLOAD_SAMPLES`] (none older than [`OVERLOAD_WINDOW`]; each cut needs fresh
+//!   evidence), ended in 429 Too Many Requests
+//!   or a 5xx other than an admission webhook the API server could not call (see
+//!   [`webhook_unreachable`]), or ran out of time (see [`overload`]) — at most once per
+//!   [`COOL_DOWN`], and grows by one per `limit` reconciles that succeed, back up to the configured concurrency. Once overload is
+//!   sustained, and until a reconcile succeeds, a 429's `Retry-After` (the Status'
+//!   `details.retryAfterSeconds`) also pauses every new reconcile until it has passed. A flaky server's sparse errors do neither: each delays
+//!   only its own object, by its backoff and at least the server's `Retry-After` (as client-go
+//!   retries that one request);
+//! - optionally, a token bucket on the engine's and the steps' writes (status and metadata
+//!   patches, applies, deletes, Events): at most `per_second` on average, `burst` at once.
+//!
+//! The decisions ([`Aimd`], [`Bucket`]) are pure and take the time as an argument; [`Pace`]
+//! puts them behind a lock and the waits.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// The shortest time between two decreases: the overload signals of one burst of requests
+/// arrive together and must cut the limit once, not once per request.
+pub const COOL_DOWN: Duration = Duration::from_millis(500);
+
+/// How many of the last reconciles' outcomes tell sustained overload from sparse errors.
+/// Forty, so that chance does not mimic overload: a flaky server refusing one request in
+/// five fails about 36 % of the reconciles that write twice, and twenty such outcomes reach
+/// a 60 % share every few hundred reconciles (the limit then sank to 3 and stayed low);
+/// forty reach 70 % about once in 50 000.
+pub const OVERLOAD_SAMPLES: usize = 40;
+/// Outcomes older than this no longer count.
+pub const OVERLOAD_WINDOW: Duration = Duration::from_secs(10);
+/// The longest pause a `Retry-After` may impose (a server asking for more is still retried).
+const MAX_PAUSE: Duration = Duration::from_secs(60);
+/// The share of overloaded outcomes among the last ones that is sustained overload.
+const OVERLOAD_SHARE: f64 = 0.7;
+/// As many overloaded outcomes in a row are sustained overload too (sooner than the share:
+/// 36 % of the reconciles failing at random makes such a run once in 27 000 outcomes).
+pub const OVERLOAD_RUN: usize = 10;
+
+/// The outcomes of the last reconciles (overloaded or not), newest last.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcomes(std::collections::VecDeque<(Instant, bool)>);
+
+impl Outcomes {
+    /// Records one outcome at `now`; returns whether the server is overloaded *now*: this
+    /// outcome was, and so were the last [`OVERLOAD_RUN`], or at least 70 % of the last
+    /// [`OVERLOAD_SAMPLES`] (all within [`OVERLOAD_WINDOW`]).
+    pub fn record(&mut self, now: Instant, overloaded: bool) -> bool {
+        self.0.push_back((now, overloaded));
+        while self.0.len() > OVERLOAD_SAMPLES
+            || self
+                .0
+                .front()
+                .is_some_and(|(at, _)| now.saturating_duration_since(*at) > OVERLOAD_WINDOW)
+        {
+            self.0.pop_front();
+        }
+        let bad = self.0.iter().filter(|(_, o)| *o).count();
+        let run = self.0.iter().rev().take_while(|(_, o)| *o).count();
+        overloaded
+            && (run >= OVERLOAD_RUN
+                || (self.0.len() >= OVERLOAD_SAMPLES
+                    && bad as f64 >= OVERLOAD_SHARE * self.0.len() as f64))
+    }
+
+    /// Forgets every outcome: a cut has used their evidence, the next needs its own.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// The adaptive limit on reconciles in flight: additive increase, multiplicative decrease.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aimd {
+    /// `usize::MAX`: unbounded (until the first overload).
+    limit: usize,
+    max: usize,
+    /// Successes since the limit last grew.
+    credit: usize,
+    last_cut: Option<Instant>,
+}
+
+impl Aimd {
+    /// Starts at `max` (`None`: unbounded until the first overload).
+    pub fn new(max: Option<usize>) -> Self {
+        let max = max.map_or(usize::MAX, |m| m.max(1));
+        Aimd {
+            limit: max,
+            max,
+            credit: 0,
+            last_cut: None,
+        }
+    }
+
+    /// How many reconciles may be in flight.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// One reconcile succeeded: the limit grows by one per `limit` successes (one round).
+    pub fn succeeded(&mut self) {
+        if self.limit >= self.max {
+            return;
+        }
+        self.credit += 1;
+        if self.credit >= self.limit {
+            self.credit = 0;
+            self.limit += 1;
+        }
+    }
+
+    /// The API server signalled overload while `in_flight` reconciles ran: the limit halves
+    /// (from what was really in flight, when that was less), once per [`COOL_DOWN`]. Returns
+    /// whether it was cut.
+    pub fn overloaded(&mut self, in_flight: usize, now: Instant) -> bool {
+        if self
+            .last_cut
+            .is_some_and(|at| now.duration_since(at) < COOL_DOWN)
+        {
+            return false;
+        }
+        self.last_cut = Some(now);
+        self.credit = 0;
+        self.limit = (self.limit.min(in_flight) / 2).max(1);
+        true
+    }
+}
+
+/// A token bucket: `per_second` tokens a second, at most `burst` saved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bucket {
+    per_second: f64,
+    burst: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    /// A full bucket.
+    pub fn new(per_second: f64, burst: u32, now: Instant) -> Self {
+        let burst = f64::from(burst.max(1));
+        Bucket {
+            per_second: per_second.max(f64::MIN_POSITIVE),
+            burst,
+            tokens: burst,
+            at: now,
+        }
+    }
+
+    /// Takes a token: `None` when one was there, else how long until the taken token is due
+    /// (the caller waits that long; tokens taken ahead queue up in order).
+    pub fn take(&mut self, now: Instant) -> Option<Duration> {
+        let earned = now.saturating_duration_since(self.at).as_secs_f64() * self.per_second;
+        self.tokens = (self.tokens + earned).min(self.burst) - 1.0;
+        self.at = now;
+        (self.tokens < 0.0).then(|| {
+            Duration::try_from_secs_f64(-self.tokens / self.per_second).unwrap_or(Duration::MAX)
+        })
+    }
+}
+
+/// The shared pacing state of one operator.
+#[derive(Debug)]
+pub struct Pace {
+    state: Mutex<State>,
+    freed: Notify,
+}
+
+#[derive(Debug)]
+struct State {
+    aimd: Aimd,
+    outcomes: Outcomes,
+    /// Sustained overload was seen and no reconcile has succeeded since: every overloaded
+    /// outcome counts (cuts, pauses) until one does.
+    overloaded: bool,
+    in_flight: usize,
+    paused_until: Option<Instant>,
+    writes: Option<Bucket>,
+    /// Where the limit is reported (`kube_fsm_concurrency_limit`).
+    metrics: Option<std::sync::Arc<crate::observe::metrics::MachineMetrics>>,
+}
+
+impl Default for Pace {
+    /// Unbounded, no rate limit: adapts only after the first overload.
+    fn default() -> Self {
+        Pace::new(None, None)
+    }
+}
+
+impl Pace {
+    /// At most `concurrency` reconciles in flight (adaptive below that), and writes limited to
+    /// `(per_second, burst)`.
+    pub fn new(concurrency: Option<usize>, writes: Option<(f64, u32)>) -> Self {
+        Pace {
+            state: Mutex::new(State {
+                aimd: Aimd::new(concurrency),
+                outcomes: Outcomes::default(),
+                overloaded: false,
+                in_flight: 0,
+                paused_until: None,
+                writes: writes.map(|(rate, burst)| Bucket::new(rate, burst, Instant::now())),
+                metrics: None,
+            }),
+            freed: Notify::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Reports the limit into `metrics` from now on.
+    pub(crate) fn with_metrics(
+        self,
+        metrics: std::sync::Arc<crate::observe::metrics::MachineMetrics>,
+    ) -> Self {
+        {
+            let mut state = self.state();
+            metrics.concurrency_limit(state.aimd.limit());
+            state.metrics = Some(metrics);
+        }
+        self
+    }
+
+    /// The current limit on reconciles in flight.
+    #[cfg(test)]
+    pub fn limit(&self) -> usize {
+        self.state().aimd.limit()
+    }
+
+    /// Waits for a place among the reconciles in flight (and out a sustained overload's
+    /// `Retry-After` pause).
+    pub async fn reconcile(&self) -> Slot<'_> {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let pause = {
+                let mut state = self.state();
+                match state.paused_until {
+                    Some(until) if until > Instant::now() => Some(until),
+                    _ => {
+                        if state.in_flight < state.aimd.limit() {
+                            state.in_flight += 1;
+                            return Slot(self);
+                        }
+                        None
+                    }
+                }
+            };
+            match pause {
+                Some(until) => tokio::time::sleep_until(until).await,
+                None => freed.await,
+            }
+        }
+    }
+
+    /// Waits for a write token (at once without a rate limit).
+    pub async fn write(&self) {
+        let wait = {
+            let mut state = self.state();
+            state.writes.as_mut().and_then(|b| b.take(Instant::now()))
+        };
+        if let Some(wait) = wait {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// A reconcile ended: `Some(retry_after)` when the API server signalled overload (its
+    /// `Retry-After` delays that object only, in the error policy), `None` when it did not.
+    pub fn ended(&self, overload: Option<Option<Duration>>) {
+        let mut state = self.state();
+        let now = Instant::now();
+        let before = state.aimd.limit();
+        let sustained = state.outcomes.record(now, overload.is_some());
+        if overload.is_none() {
+            state.aimd.succeeded();
+            state.overloaded = false;
+        } else if sustained || state.overloaded {
+            state.overloaded = true;
+            let in_flight = state.in_flight;
+            // Each cut needs evidence of its own (the outcomes start afresh); the pauses
+            // follow every refusal until a reconcile succeeds.
+            if sustained && state.aimd.overloaded(in_flight, now) {
+                state.outcomes.clear();
+                tracing::info!(
+                    limit = state.aimd.limit(),
+                    "the API server signals sustained overload: fewer reconciles at once"
+                );
+            }
+            if let Some(Some(after)) = overload {
+                let until = now + after.min(MAX_PAUSE);
+                state.paused_until = state.paused_until.max(Some(until));
+            }
+        }
+        let limit = state.aimd.limit();
+        if limit != before
+            && let Some(metrics) = &state.metrics
+        {
+            metrics.concurrency_limit(limit);
+        }
+    }
+}
+
+/// A place among the reconciles in flight, given back when dropped.
+#[derive(Debug)]
+pub struct Slot<'a>(&'a Pace);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.state().in_flight -= 1;
+        self.0.freed.notify_waiters();
+    }
+}
+
+/// Whether the API server refused a request because it could not call an admission webhook
+/// (`500`, "failed calling webhook" under `failurePolicy: Fail`): the webhook is down, not
+/// the API server overloaded, so it does not cut the concurrency, and the request is retried
+/// soon, to go on within seconds of the webhook's return.
+pub fn webhook_unreachable(status: &kube::core::Status) -> bool {
+    status.code == 500 && status.message.contains("failed calling webhook")
+}
+
+/// Whether `error` is the API server signalling overload (429, 5xx, a request that ran out of
+/// time on either side: the server's `504 Timeout`, the client's deadline or read timeout),
+/// and its `Retry-After`.
+pub fn overload(error: &kube::Error) -> Option<Option<Duration>> {
+    if timed_out(error) {
+        return Some(None);
+    }
+    match error {
+        kube::Error::Api(status) if webhook_unreachable(status) => None,
+        kube::Error::Api(status) if status.code == 429 || status.code >= 500 => Some(
+            status
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(u64::from(s))),
+        ),
+        _ => None,
+    }
+}
+
+/// Whether a request behind `error` ran out of time on the client's side (an I/O timeout
+/// anywhere in its chain: the client's request deadline, a connection's read timeout).
+fn timed_out(error: &kube::Error) -> bool {
+    std::iter::successors(Some(error as &(dyn std::error::Error + 'static)), |e| {
+        e.source()
+    })
+    .filter_map(|e| e.downcast_ref::<std::io::Error>())
+    .any(|io| io.kind() == std::io::ErrorKind::TimedOut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhook_the_api_server_cannot_call_is_no_overload() {
+        let status = |code: u16, message: &str| {
+            kube::Error::Api(
+                kube::core::Status {
+                    code,
+                    message: message.to_owned(),
+                    ..kube::core::Status::failure(message, "InternalError")
+                }
+                .boxed(),
+            )
+        };
+        let webhook = status(
+            500,
+            "Internal error occurred: failed calling webhook \"phase.x\": connection refused",
+        );
+        assert_eq!(overload(&webhook), None);
+        assert_eq!(
+            overload(&status(500, "etcdserver: request timed out")),
+            Some(None)
+        );
+        assert_eq!(
+            overload(&status(503, "failed calling webhook")),
+            Some(None),
+            "only a 500 names a webhook call"
+        );
+    }
+
+    #[test]
+    fn the_limit_halves_once_per_burst_of_overload_and_climbs_back_by_one_per_round() {
+        let t0 = Instant::now();
+        let mut aimd = Aimd::new(Some(32));
+        assert!(aimd.overloaded(32, t0));
+        assert_eq!(aimd.limit(), 16);
+        // The other failures of the same burst do not cut again.
+        assert!(!aimd.overloaded(32, t0 + Duration::from_millis(100)));
+        assert_eq!(aimd.limit(), 16);
+        assert!(aimd.overloaded(16, t0 + COOL_DOWN));
+        assert_eq!(aimd.limit(), 8);
+        // 8 successes (one round at limit 8) add one.
+        for _ in 0..8 {
+            aimd.succeeded();
+        }
+        assert_eq!(aimd.limit(), 9);
+        for _ in 0..10_000 {
+            aimd.succeeded();
+        }
+        assert_eq!(aimd.limit(), 32, "never above the configured concurrency");
+    }
+
+    #[test]
+    fn an_unbounded_limit_is_cut_from_what_was_in_flight_and_never_below_one() {
+        let t0 = Instant::now();
+        let mut aimd = Aimd::new(None);
+        assert_eq!(aimd.limit(), usize::MAX);
+        aimd.succeeded();
+        assert_eq!(aimd.limit(), usize::MAX);
+        aimd.overloaded(300, t0);
+        assert_eq!(aimd.limit(), 150);
+        for i in 1..20 {
+            aimd.overloaded(1, t0 + COOL_DOWN * i);
+        }
+        assert_eq!(aimd.limit(), 1);
+    }
+
+    #[test]
+    fn the_bucket_spends_its_burst_then_spaces_writes_at_the_rate() {
+        let t0 = Instant::now();
+        let mut bucket = Bucket::new(10.0, 3, t0);
+        assert_eq!(bucket.take(t0), None);
+        assert_eq!(bucket.take(t0), None);
+        assert_eq!(bucket.take(t0), None);
+        let wait = bucket.take(t0).expect("empty");
+        assert!((wait.as_secs_f64() - 0.1).abs() < 1e-9, "{wait:?}");
+        let wait = bucket.take(t0).expect("queued behind the first");
+        assert!((wait.as_secs_f64() - 0.2).abs() < 1e-9, "{wait:?}");
+        // A second later the debt is paid and 8 tokens are back, capped at the burst.
+        assert_eq!(bucket.take(t0 + Duration::from_secs(1)), None);
+        assert_eq!(bucket.take(t0 + Duration::from_secs(1)), None);
+        assert_eq!(bucket.take(t0 + Duration::from_secs(1)), None);
+        assert!(bucket.take(t0 + Duration::from_secs(1)).is_some());
+    }
+
+    #[tokio::test]
+    async fn slots_wait_for_the_limit_and_one_retry_after_pauses_nobody() {
+        let pace = Pace::new(Some(2), None);
+        let a = pace.reconcile().await;
+        let _b = pace.reconcile().await;
+        let third = tokio::time::timeout(Duration::from_millis(50), pace.reconcile()).await;
+        assert!(third.is_err(), "a third reconcile waits while two run");
+        drop(a);
+        let c = tokio::time::timeout(Duration::from_millis(50), pace.reconcile())
+            .await
+            .expect("a freed slot is taken");
+        drop(c);
+        pace.ended(Some(Some(Duration::from_secs(30))));
+        assert_eq!(pace.limit(), 2, "one 429 is no sustained overload");
+        tokio::time::timeout(Duration::from_millis(50), pace.reconcile())
+            .await
+            .expect("its Retry-After delays its own object only");
+    }
+
+    #[test]
+    fn only_sustained_overload_counts() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // A flaky server: one request in five refused at random, so that about 36 % of the
+        // reconciles fail (those that write twice); no overload, however long it lasts
+        // (with twenty outcomes and 60 %, 23 cuts in these 5 000).
+        for seed in 0..4 {
+            let mut flaky = Outcomes::default();
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut cuts = 0;
+            for i in 0..5_000 {
+                if flaky.record(at(i * 5), rng.f64() < 0.36) {
+                    cuts += 1;
+                    flaky.clear();
+                }
+            }
+            assert_eq!(cuts, 0, "seed {seed}: {cuts} cuts for 36 % sparse errors");
+        }
+        // An overloaded one: most requests refused.
+        let mut overloaded = Outcomes::default();
+        let first = (0..80).position(|i| overloaded.record(at(i * 5), i % 4 != 0));
+        assert_eq!(first, Some(39), "forty outcomes, most of them overloaded");
+        let mut refusing = Outcomes::default();
+        let first = (0..80).position(|_| refusing.record(t0, true));
+        assert_eq!(first, Some(OVERLOAD_RUN - 1), "a run of refusals, sooner");
+        // Old outcomes do not count: a burst long ago is not overload now.
+        let mut old = Outcomes::default();
+        for i in 0..40 {
+            old.record(at(i), true);
+        }
+        assert!(
+            !old.record(at(20_000), true),
+            "one fresh outcome is not enough"
+        );
+    }
+
+    #[test]
+    fn overload_is_429_and_5xx_with_their_retry_after() {
+        let status = |code: u16, after: u32| {
+            kube::Error::Api(
+                kube::core::Status {
+                    code,
+                    details: serde_json::from_value(
+                        serde_json::json!({ "retryAfterSeconds": after }),
+                    )
+                    .ok(),
+                    ..Default::default()
+                }
+                .boxed(),
+            )
+        };
+        assert_eq!(
+            overload(&status(429, 2)),
+            Some(Some(Duration::from_secs(2)))
+        );
+        assert_eq!(overload(&status(503, 0)), Some(None));
+        assert_eq!(overload(&status(409, 0)), None);
+        assert_eq!(overload(&status(404, 1)), None);
+        assert_eq!(
+            overload(&status(504, 0)),
+            Some(None),
+            "the server's own timeout"
+        );
+        let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer");
+        assert_eq!(
+            overload(&kube::Error::Service(Box::new(timed_out))),
+            Some(None),
+            "the client's deadline"
+        );
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(overload(&kube::Error::Service(Box::new(refused))), None);
+    }
+}
