@@ -10,8 +10,8 @@
 //! * with `--features expand`, also the hand-written side of the build-cost benchmark:
 //!   `build/handwritten/src/machine.rs` (everything `#[state_machine]` emits for
 //!   `specs/big.yaml`) and `build/handwritten-min/src/machine.rs` (only the phase enum and its
-//!   impls). They come from the macro's own pipeline (`../macros/src`, compiled into this
-//!   binary), so the hand-written crates hold exactly the items the macro would generate.
+//!   impls). They come from the macro's own pipeline (`kube-fsm-codegen`), so the
+//!   hand-written crates hold exactly the items the macro would generate.
 //!
 //! ```text
 //! cargo run -p kube-fsm-benches --bin gen-big                     # write
@@ -216,53 +216,9 @@ fn main() -> ExitCode {
     }
 }
 
-// The macro's pipeline, compiled from its sources (only with `--features expand`, and not in
-// test builds, where the modules' own unit tests would need the rest of the macro crate). The
-// modules sit at the crate root because they refer to each other as `crate::...`.
-#[cfg(all(feature = "expand", not(test)))]
-#[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/diag.rs"]
-mod diag;
-#[cfg(all(feature = "expand", not(test)))]
-#[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/emit/mod.rs"]
-mod emit;
-#[cfg(all(feature = "expand", not(test)))]
-#[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/from_yaml/mod.rs"]
-mod from_yaml;
-#[cfg(all(feature = "expand", not(test)))]
-#[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/lower.rs"]
-mod lower;
-#[cfg(all(feature = "expand", not(test)))]
-#[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/model.rs"]
-mod model;
-#[cfg(all(feature = "expand", not(test)))]
-#[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/names.rs"]
-mod names;
-#[cfg(all(feature = "expand", not(test)))]
-#[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/render.rs"]
-mod render;
-#[cfg(all(feature = "expand", not(test)))]
-#[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/spec.rs"]
-mod spec;
-#[cfg(all(feature = "expand", not(test)))]
-#[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/validate/mod.rs"]
-mod validate;
-#[cfg(all(feature = "expand", not(test)))]
-#[allow(dead_code, unused_imports)]
-#[path = "../../../macros/src/yaml/mod.rs"]
-mod yaml;
-
 #[cfg(all(feature = "expand", not(test)))]
 mod hand {
-    use proc_macro2::{Ident, Span, TokenStream};
+    use proc_macro2::TokenStream;
     use quote::quote;
 
     /// The spec path the generated crate names (`benches/build/generated/src/lib.rs`); the
@@ -271,62 +227,34 @@ mod hand {
 
     /// What `#[state_machine(spec = "../../specs/big.yaml")]` on `BigSpec` (kind `Big`,
     /// status field `machine`) emits, without the spec struct itself and the `include_bytes!`
-    /// that tracks the spec file.
-    fn machine_tokens(spec: &str) -> TokenStream {
-        let file = crate::diag::SourceFile::new(SOURCE, spec);
-        let node = crate::yaml::parse(&file.text).expect("big.yaml parses");
-        let mut diags = crate::diag::Diagnostics::default();
-        let raw = crate::from_yaml::read(&node, &file, &mut diags);
-        let machine = crate::validate::validate(&raw, &mut diags);
-        let errors = diags.into_vec();
-        assert!(errors.is_empty(), "{errors:?}");
-        let kind = Ident::new("Big", Span::call_site());
-        let field = Ident::new("machine", Span::call_site());
-        let target = crate::lower::Target {
-            kind: &kind,
-            status_field: Some((&field, Span::call_site())),
-            source: SOURCE,
-        };
-        crate::emit::emit(&crate::lower::lower(&machine, &target))
+    /// that tracks the spec file, and how long each stage of the macro's pipeline took.
+    fn machine_tokens(spec: &str) -> (TokenStream, kube_fsm_codegen::Stages) {
+        kube_fsm_codegen::timed(SOURCE, spec, "Big", "machine")
+            .unwrap_or_else(|errors| panic!("big.yaml is valid: {errors:?}"))
     }
 
     fn expansion(spec: &str) -> syn::File {
-        syn::parse2(machine_tokens(spec)).expect("the expansion parses")
+        syn::parse2(machine_tokens(spec).0).expect("the expansion parses")
     }
 
     /// Prints what the macro's own work on `spec` takes in this build, stage by stage (the
     /// compiler's share, turning the tokens into its AST, is not included).
     pub fn time(spec: &str, times: u32) {
-        use std::time::{Duration, Instant};
+        use std::time::Duration;
         let mut stages = [Duration::ZERO; 6];
         let mut tokens = 0;
         for _ in 0..times {
-            let t0 = Instant::now();
-            let file = crate::diag::SourceFile::new(SOURCE, spec);
-            let node = crate::yaml::parse(&file.text).expect("big.yaml parses");
-            let t1 = Instant::now();
-            let mut diags = crate::diag::Diagnostics::default();
-            let raw = crate::from_yaml::read(&node, &file, &mut diags);
-            let t1b = Instant::now();
-            let machine = crate::validate::validate(&raw, &mut diags);
-            let t2 = Instant::now();
-            let kind = Ident::new("Big", Span::call_site());
-            let field = Ident::new("machine", Span::call_site());
-            let target = crate::lower::Target {
-                kind: &kind,
-                status_field: Some((&field, Span::call_site())),
-                source: SOURCE,
-            };
-            let lowered = crate::lower::lower(&machine, &target);
-            let t2b = Instant::now();
-            let out = crate::emit::emit(&lowered);
-            let t3 = Instant::now();
+            let (out, took) = machine_tokens(spec);
             tokens = out.into_iter().count();
-            for (stage, took) in
-                stages
-                    .iter_mut()
-                    .zip([t1 - t0, t1b - t1, t2 - t1b, t2b - t2, t3 - t2b, t3 - t0])
-            {
+            let total = took.parse + took.read + took.validate + took.lower + took.emit;
+            for (stage, took) in stages.iter_mut().zip([
+                took.parse,
+                took.read,
+                took.validate,
+                took.lower,
+                took.emit,
+                total,
+            ]) {
                 *stage += took;
             }
         }

@@ -3,8 +3,8 @@
 //! node and yields what it could read.
 
 use crate::diag::{Diagnostic, Loc, Pos};
+use crate::read::yaml::{Node, Value};
 use crate::spec::Name;
-use crate::yaml::{Node, Value};
 
 use super::{DESCRIBED_KEYS, Reader};
 

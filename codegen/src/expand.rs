@@ -5,10 +5,11 @@
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
 
-use crate::args::{self, SpecSource};
 use crate::diag::Diagnostics;
 use crate::lower::{self, Target};
-use crate::{emit, from_yaml, load, validate};
+use crate::parse::args::{self, SpecSource};
+use crate::read::{from_yaml, load};
+use crate::{emit, validate};
 
 /// Expands `#[state_machine(attr)] item`. Never panics: every failure becomes a compile error.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -71,7 +72,7 @@ mod tests {
 
     use super::*;
     use crate::diag::SourceFile;
-    use crate::yaml;
+    use crate::read::yaml;
 
     /// The reference machine written inline: the `#[state_machine(...)]` arguments of the
     /// tests crate's `InlineDatabase` (tests/src/lib.rs), which the workspace compiles for real,

@@ -1,12 +1,12 @@
-//! Read stage: the located YAML tree ([`crate::yaml`]) → [`RawSpec`], reporting every unknown
+//! Read stage: the located YAML tree ([`crate::read::yaml`]) → [`RawSpec`], reporting every unknown
 //! key and wrongly typed value (with "did you mean") instead of stopping at the first one.
 
 use crate::diag::{Diagnostic, Diagnostics, Loc, Pos, SourceFile};
+use crate::read::yaml::{Node, Value};
 use crate::spec::{
     Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawRetired, RawSpec, RawTimeout,
     RawTransition, Section,
 };
-use crate::yaml::{Node, Value};
 
 mod shape;
 
@@ -23,7 +23,7 @@ const TRANSITION_KEYS: &[&str] = &["from", "to", "on", "when"];
 
 /// Parses a loaded spec file and reads it; `None` when the text is not YAML.
 pub fn read_file(file: &SourceFile, diags: &mut Diagnostics) -> Option<RawSpec> {
-    match crate::yaml::parse(&file.text) {
+    match crate::read::yaml::parse(&file.text) {
         Ok(node) => Some(read(&node, file, diags)),
         Err(diagnostic) => {
             diags.push(diagnostic);
@@ -285,7 +285,7 @@ mod tests {
 
     fn read_str(text: &str) -> (RawSpec, Vec<Diagnostic>) {
         let file = SourceFile::new("t.yaml", text);
-        let node = crate::yaml::parse(text).expect("valid yaml");
+        let node = crate::read::yaml::parse(text).expect("valid yaml");
         let mut diags = Diagnostics::default();
         let spec = read(&node, &file, &mut diags);
         (spec, diags.into_vec())

@@ -114,9 +114,9 @@ fn graph_checks_wait_for_a_complete_read_and_one_initial_phase() {
         "phases:\n  A: { initial: true, bogus: 1 }\n  B: {}\n  C: { terminal: true }\n\
          transitions:\n  - { from: A, to: C }\n",
     );
-    let node = crate::yaml::parse(&file.text).unwrap();
+    let node = crate::read::yaml::parse(&file.text).unwrap();
     let mut diags = Diagnostics::default();
-    let raw = crate::from_yaml::read(&node, &file, &mut diags);
+    let raw = crate::read::from_yaml::read(&node, &file, &mut diags);
     assert!(!raw.complete);
     validate(&raw, &mut diags);
     let errors: Vec<String> = diags.into_vec().into_iter().map(|d| d.message).collect();
@@ -136,9 +136,9 @@ fn a_repeated_condition_names_the_line_of_its_first_declaration() {
          conditions:\n  \"bad type\": {}\n  Ok: {}\n  Ok: {}\n\
          transitions:\n  - { from: A, to: B, when: Ok }\n",
     );
-    let node = crate::yaml::parse(&file.text).unwrap();
+    let node = crate::read::yaml::parse(&file.text).unwrap();
     let mut diags = Diagnostics::default();
-    let raw = crate::from_yaml::read(&node, &file, &mut diags);
+    let raw = crate::read::from_yaml::read(&node, &file, &mut diags);
     validate(&raw, &mut diags);
     let errors = diags.into_vec();
     let twice = errors

@@ -85,7 +85,7 @@ impl Diagnostic {
     /// Adds "did you mean `x`?" when a candidate is close to `wrong`.
     #[must_use]
     pub fn suggest<'a>(self, wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Self {
-        match crate::names::closest(wrong, candidates) {
+        match closest(wrong, candidates) {
             Some(best) => self.help(format!("did you mean `{best}`?")),
             None => self,
         }
@@ -198,6 +198,38 @@ impl Diagnostics {
     }
 }
 
+/// The candidate nearest to `wrong` if it is close enough to be a likely typo.
+pub fn closest<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let wrong_lower = wrong.to_ascii_lowercase();
+    candidates
+        .into_iter()
+        .filter(|c| *c != wrong)
+        .map(|c| (distance(&wrong_lower, &c.to_ascii_lowercase()), c))
+        .filter(|(d, c)| *d <= (wrong.len().max(c.len()) / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance over chars.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(cur).min(row[j])
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,5 +247,13 @@ mod tests {
             d.render(Some(&file)),
             "unknown phase `Runing`\n --> specs/db.yaml:3:3\n  |\n3 |   Runing: {}\n  |   ^^^^^^\n = help: did you mean `Running`?"
         );
+    }
+
+    #[test]
+    fn suggestions() {
+        let names = ["Pending", "Provisioning", "Running"];
+        assert_eq!(closest("Provisionig", names), Some("Provisioning"));
+        assert_eq!(closest("runing", names), Some("Running"));
+        assert_eq!(closest("Xyz", names), None);
     }
 }

@@ -7,7 +7,8 @@ use proptest::prelude::*;
 
 use crate::diag::{Diagnostics, Loc, SourceFile};
 use crate::lower::{self, Target};
-use crate::{emit, from_yaml, validate, yaml};
+use crate::read::{from_yaml, yaml};
+use crate::{emit, validate};
 
 const SEEDS: [&str; 2] = [
     include_str!("../../specs/database.yaml"),

@@ -93,7 +93,7 @@ pub(crate) mod tests_support {
     use proc_macro2::TokenStream;
 
     use super::{Diagnostics, Machine, validate};
-    use crate::args::{Args, SpecSource};
+    use crate::parse::args::{Args, SpecSource};
 
     /// The machine of inline DSL text and the messages of every error it has.
     pub fn checked(dsl: &str) -> (Machine, Vec<String>) {

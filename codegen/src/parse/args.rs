@@ -6,7 +6,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::{Attribute, Ident, ItemStruct, LitStr, Token};
 
 use crate::diag::{Diagnostic, Diagnostics, Loc};
-use crate::dsl::Parsed;
+use crate::parse::dsl::Parsed;
 use crate::spec::RawSpec;
 
 /// What the parse stage hands on: everything later stages need from the macro's input.
@@ -148,7 +148,7 @@ impl Args {
     fn parse_inner(input: ParseStream<'_>, span: Span) -> Parsed<Self> {
         let mut file: Option<LitStr> = None;
         let mut status_field = None;
-        let mut inline = crate::dsl::empty(span);
+        let mut inline = crate::parse::dsl::empty(span);
         let mut first_section: Option<Ident> = None;
         while !input.is_empty() {
             let key: Ident = input.parse()?;
@@ -162,7 +162,7 @@ impl Args {
                     status_field = Some(input.parse::<Ident>()?);
                 }
                 _ => {
-                    crate::dsl::parse_section(input, &mut inline, &key)?;
+                    crate::parse::dsl::parse_section(input, &mut inline, &key)?;
                     first_section.get_or_insert(key);
                 }
             }
