@@ -70,6 +70,12 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
     };
 
     let tracker = Tracker::start(&client, ns, true, start);
+    if tokio::time::timeout(options.timeout, tracker.listed())
+        .await
+        .is_err()
+    {
+        println!("the watch of Databases has not listed yet; creating them anyway");
+    }
     let operator = Running::start(client.clone(), Handlers::new(client.clone()), ns);
     cluster::create_databases(&client, ns, options.objects, 16).await?;
 

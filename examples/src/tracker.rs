@@ -23,6 +23,8 @@ pub struct Snapshot {
     pub transitions: u64,
     /// Objects seen deleted.
     pub deleted: u64,
+    /// Whether the watch's first list is done: what happens after it is seen as it happens.
+    pub listed: bool,
 }
 
 impl Snapshot {
@@ -96,6 +98,14 @@ impl Tracker {
         Tracker { snapshots, task }
     }
 
+    /// Waits until the watch's first list is done, so that objects created afterwards are
+    /// seen from their creation on (created before it, a fast operator's objects are listed
+    /// already converged: "found in Running", no transition seen).
+    pub async fn listed(&self) {
+        let mut snapshots = self.snapshots.clone();
+        let _ = snapshots.wait_for(|s| s.listed).await;
+    }
+
     /// The latest snapshot.
     pub fn snapshot(&self) -> Snapshot {
         self.snapshots.borrow().clone()
@@ -134,6 +144,7 @@ impl State {
                 if let Some(listed) = self.listed.take() {
                     snapshot.objects.retain(|name, _| listed.contains(name));
                 }
+                snapshot.listed = true;
             }
             watcher::Event::Apply(db) => self.observe(snapshot, db),
             watcher::Event::Delete(db) => {
