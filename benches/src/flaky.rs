@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use kube::client::DynBody;
-use kube_fsm_tests::overload::{flaky_code, refusal, status_answer};
+use kube_fsm_testkit::overload::{flaky_code, refusal, status_answer};
 use tokio::net::TcpListener;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -75,7 +75,7 @@ mod tests {
     use crate::read::yaml;
 
     /// The reference machine written inline: the `#[state_machine(...)]` arguments of the
-    /// tests crate's `InlineDatabase` (tests/src/lib.rs), which the workspace compiles for real,
+    /// test kit's `InlineDatabase` (testkit/src/lib.rs), which the workspace compiles for real,
     /// read from there so that the machine is written inline once.
     fn reference_dsl() -> String {
         fn find(items: &[syn::Item]) -> Option<String> {
@@ -91,9 +91,9 @@ mod tests {
                 _ => None,
             })
         }
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/src/lib.rs");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testkit/src/lib.rs");
         let file = syn::parse_file(&std::fs::read_to_string(path).unwrap()).unwrap();
-        find(&file.items).expect("InlineDatabaseSpec's #[state_machine(...)] in tests/src/lib.rs")
+        find(&file.items).expect("InlineDatabaseSpec's #[state_machine(...)] in testkit/src/lib.rs")
     }
 
     fn machine_from_yaml(path: &str) -> crate::model::Machine {

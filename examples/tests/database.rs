@@ -3,7 +3,7 @@
 //! (before, its watch could list the objects after they had converged: `found in Running` for
 //! each, `0 status writes observed`).
 
-use kube_fsm_tests::cluster;
+use kube_fsm_testkit::cluster;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kube-fsm-examples");
 

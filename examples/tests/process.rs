@@ -10,7 +10,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, PostParams};
 use kube::{Api, Client};
-use kube_fsm_tests::cluster::{self, eventually};
+use kube_fsm_testkit::cluster::{self, eventually};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
@@ -260,7 +260,7 @@ async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
         return;
     };
     install_crd(&client).await;
-    let ns = kube_fsm_tests::admission::namespace(&client, "fsm-webhook", &[]).await;
+    let ns = kube_fsm_testkit::admission::namespace(&client, "fsm-webhook", &[]).await;
     let policy = std::env::temp_dir().join(format!("{ns}-policy.yaml"));
     std::fs::write(
         &policy,
@@ -268,7 +268,7 @@ async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
     )
     .expect("policy file");
     let addr = free_port();
-    let label = format!("{}={ns}", kube_fsm_tests::admission::SCOPE_LABEL);
+    let label = format!("{}={ns}", kube_fsm_testkit::admission::SCOPE_LABEL);
     let _operator = operator(&[
         "--namespace",
         &ns,

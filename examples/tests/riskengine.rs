@@ -4,7 +4,7 @@
 //! admits it, lost credentials recreated, and every child cleaned up on deletion. The demo checks each step itself and
 //! exits non-zero when one does not hold.
 
-use kube_fsm_tests::cluster;
+use kube_fsm_testkit::cluster;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kube-fsm-examples");
 

@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kube_fsm_benches::example::{BoxError, Operator, install_crd, process_stats};
-use kube_fsm_tests::cluster::example_databases;
-use kube_fsm_tests::prometheus::sum;
+use kube_fsm_testkit::cluster::example_databases;
+use kube_fsm_testkit::prometheus::sum;
 use serde_json::json;
 
 const LABEL: &str = "kube-fsm.dev/bench-webhook";

@@ -27,8 +27,8 @@ use kube_fsm_benches::economy::report::Report;
 use kube_fsm_benches::economy::watch::{Databases, Snapshot};
 use kube_fsm_benches::economy::{self, Options, Reading, USAGE, Window};
 use kube_fsm_benches::example::{BoxError, Operator, install_crd};
-use kube_fsm_tests::cluster;
-use kube_fsm_tests::prometheus::Requests;
+use kube_fsm_testkit::cluster;
+use kube_fsm_testkit::prometheus::Requests;
 
 /// The run's state: the API server, the harness's watch, and the operator process now running
 /// with what the processes before it counted.

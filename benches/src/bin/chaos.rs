@@ -53,9 +53,9 @@ use kube_fsm_benches::chaos::checker::{Observer, declared};
 use kube_fsm_benches::chaos::faults::{FaultLayer, FaultPlan};
 use kube_fsm_benches::chaos::writers::{Expect, LABEL, WRITER, act, new_db, unconverged};
 use kube_fsm_benches::chaos::{ChaosHandler, audit};
-use kube_fsm_tests::metrics::Recorded;
-use kube_fsm_tests::resources::Database;
-use kube_fsm_tests::{admission, cluster};
+use kube_fsm_testkit::metrics::Recorded;
+use kube_fsm_testkit::resources::Database;
+use kube_fsm_testkit::{admission, cluster};
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
@@ -256,12 +256,12 @@ async fn main() {
         .await
         .expect("a kubeconfig (scripts/envtest env)");
     let client = Client::try_from(config.clone()).expect("client");
-    kube_fsm_tests::cluster::install_crds(&client).await;
+    kube_fsm_testkit::cluster::install_crds(&client).await;
     // The CRD as an older version of the operator installed it (no phase enum), so that objects
     // with a phase of an older spec can exist.
-    kube_fsm_tests::cluster::install_crd(
+    kube_fsm_testkit::cluster::install_crd(
         &client,
-        kube_fsm_tests::cluster::older_spec_crd(kube_fsm::crd::<Database>()),
+        kube_fsm_testkit::cluster::older_spec_crd(kube_fsm::crd::<Database>()),
     )
     .await;
     let run = format!("{:06x}", fastrand::u32(..0x00ff_ffff));

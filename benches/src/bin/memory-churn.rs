@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use kube_fsm::{Next, Operator, Step};
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::resources::*;
 
 #[derive(Clone, Default)]
 struct Failing {
@@ -78,11 +78,11 @@ async fn main() {
     let client = Client::try_default()
         .await
         .expect("a kubeconfig (scripts/envtest env)");
-    kube_fsm_tests::cluster::install_crds(&client).await;
-    let ns = kube_fsm_tests::cluster::namespace(&client, "churn").await;
+    kube_fsm_testkit::cluster::install_crds(&client).await;
+    let ns = kube_fsm_testkit::cluster::namespace(&client, "churn").await;
     let api: Api<Guarded> = Api::namespaced(client.clone(), &ns);
     let handler = Failing::default();
-    let recorded = kube_fsm_tests::metrics::Recorded::default();
+    let recorded = kube_fsm_testkit::metrics::Recorded::default();
     let remembered = || recorded.sum("kube_fsm_remembered_objects", &[("machine", "Guarded")]);
     let operator = Operator::<Guarded, _>::new(client.clone(), handler.clone())
         .namespace(&ns)

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use kube_fsm::Operator;
-use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::proxy::Proxy;
-use kube_fsm_tests::resources::Database;
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::proxy::Proxy;
+use kube_fsm_testkit::resources::Database;
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -41,7 +41,7 @@ async fn running(api: &Api<Database>) -> usize {
 
 /// One run: returns the time from healing to all Running.
 async fn run(client: &Client, cut: Duration, objects: usize) -> Duration {
-    let ns = kube_fsm_tests::cluster::namespace(client, "outage").await;
+    let ns = kube_fsm_testkit::cluster::namespace(client, "outage").await;
     let config = kube::Config::infer().await.expect("kubeconfig");
     let (proxy, cut_off) = Proxy::in_front_of(config).await;
     let operator = Operator::<Database, _>::new(cut_off, Databases)
@@ -101,7 +101,7 @@ async fn main() {
     let client = Client::try_default()
         .await
         .expect("a kubeconfig (scripts/envtest env)");
-    kube_fsm_tests::cluster::install_crds(&client).await;
+    kube_fsm_testkit::cluster::install_crds(&client).await;
     println!("| cut-off s | runs: time from healing to all {objects} Running, s | worst s |");
     println!("|---|---|---|");
     for cut in cuts {

@@ -40,8 +40,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use kube_fsm_benches::example::{BoxError, install_crd, process_stats, sibling};
 use kube_fsm_benches::flaky::FlakyProxy;
-use kube_fsm_tests::cluster;
-use kube_fsm_tests::prometheus::Requests;
+use kube_fsm_testkit::cluster;
+use kube_fsm_testkit::prometheus::Requests;
 use serde_json::json;
 
 #[derive(Clone, Debug)]

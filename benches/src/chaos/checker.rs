@@ -11,7 +11,7 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kube_fsm::{Phase, PhaseValue};
-use kube_fsm_tests::resources::{Database, DatabasePhase};
+use kube_fsm_testkit::resources::{Database, DatabasePhase};
 
 /// The counts the run reports.
 #[derive(Debug, Default, Clone)]

@@ -15,8 +15,8 @@ use std::time::SystemTime;
 use kube::ResourceExt;
 use kube_fsm::conditions::ConditionError;
 use kube_fsm::{Cleanup, Next, Step};
-use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::resources::*;
 
 use checker::Observer;
 

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
-use kube_fsm_tests::resources::Database;
+use kube_fsm_testkit::resources::Database;
 use serde_json::json;
 
 /// The label that marks a run's objects (value: the run id).

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::ops::{Add, Sub};
 
-use kube_fsm_tests::prometheus::{samples, sum};
+use kube_fsm_testkit::prometheus::{samples, sum};
 
 /// The example machine's kind (the `machine` label) and controller (the `controller` label).
 const MACHINE: &str = "Database";

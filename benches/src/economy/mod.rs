@@ -19,8 +19,8 @@ use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
-use kube_fsm_tests::cluster;
-use kube_fsm_tests::prometheus::Requests;
+use kube_fsm_testkit::cluster;
+use kube_fsm_testkit::prometheus::Requests;
 use serde_json::json;
 
 use crate::example::BoxError;

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use kube_fsm_tests::prometheus::Requests;
+use kube_fsm_testkit::prometheus::Requests;
 
 use super::engine::{Engine, PHASES};
 use super::record::{machine, today};

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use kube_fsm_tests::cluster;
+use kube_fsm_testkit::cluster;
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

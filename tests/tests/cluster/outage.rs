@@ -10,11 +10,11 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kube_fsm::conditions::ConditionError;
 use kube_fsm::{Cleanup, Step};
-use kube_fsm_tests::cluster::{self, eventually, phase_of, wait_phase};
-use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::metrics::Recorded;
-use kube_fsm_tests::operator::{self, Running};
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::cluster::{self, eventually, phase_of, wait_phase};
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::metrics::Recorded;
+use kube_fsm_testkit::operator::{self, Running};
+use kube_fsm_testkit::resources::*;
 use serde_json::json;
 
 /// The plain Database handlers ([`Databases`]), except that the Pending step waits at a gate
@@ -78,7 +78,7 @@ async fn after_an_outage_longer_than_the_reconnect_cap_everything_converges_with
     };
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let config = kube::Config::infer().await.expect("kubeconfig");
-    let (proxy, cut_off) = kube_fsm_tests::proxy::Proxy::in_front_of(config).await;
+    let (proxy, cut_off) = kube_fsm_testkit::proxy::Proxy::in_front_of(config).await;
     let cap = Duration::from_secs(4);
     let recorded = Recorded::default();
     let gated = Gated::default();

@@ -11,10 +11,10 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kube_fsm::{Cleanup, Next, Step, Verdict};
-use kube_fsm_tests::cluster::{self, events, eventually, hand_edit, phase_of, wait_phase};
-use kube_fsm_tests::metrics::Recorded;
-use kube_fsm_tests::operator::{self, Running};
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::cluster::{self, events, eventually, hand_edit, phase_of, wait_phase};
+use kube_fsm_testkit::metrics::Recorded;
+use kube_fsm_testkit::operator::{self, Running};
+use kube_fsm_testkit::resources::*;
 use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
@@ -637,7 +637,7 @@ async fn an_object_whose_status_does_not_decode_is_skipped_and_does_not_stall_th
 
 #[tokio::test]
 async fn a_status_write_whose_answer_is_lost_still_reports_its_transition() {
-    use kube_fsm_tests::lost::{LoseAnswers, Loss};
+    use kube_fsm_testkit::lost::{LoseAnswers, Loss};
     let Some((client, ns)) =
         cluster::prepare("a_status_write_whose_answer_is_lost", "fsm-lost").await
     else {

@@ -4,7 +4,7 @@
 
 use kube_fsm::crd::{CrdError, validate_update};
 use kube_fsm::{MachineStatus, Phase, PhaseValue, StateMachine};
-use kube_fsm_tests::resources::{
+use kube_fsm_testkit::resources::{
     Database, DatabasePhase, DatabaseSpec, DatabaseStatus, Pipeline, PipelinePhase, PipelineSpec,
     PipelineStatus,
 };

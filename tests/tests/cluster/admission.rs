@@ -11,11 +11,11 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, CustomResourceExt, Resource, ResourceExt};
 use kube_fsm::admission::{FailurePolicy, Operator, Policy, Rule, Tier};
 use kube_fsm::{Phase, StateMachine};
-use kube_fsm_tests::admission::{self, PROBE};
-use kube_fsm_tests::cluster::{client, install_crd, install_crds, wait_phase};
-use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::operator::{Running, in_namespace};
-use kube_fsm_tests::resources::{Database, RiskEngine, RiskEngineSpec};
+use kube_fsm_testkit::admission::{self, PROBE};
+use kube_fsm_testkit::cluster::{client, install_crd, install_crds, wait_phase};
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::operator::{Running, in_namespace};
+use kube_fsm_testkit::resources::{Database, RiskEngine, RiskEngineSpec};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -321,7 +321,7 @@ async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_oper
     tokio::time::sleep(Duration::from_secs(3)).await;
     let db = api.get("db").await.expect("get");
     assert_eq!(
-        kube_fsm_tests::cluster::phase_of(&db),
+        kube_fsm_testkit::cluster::phase_of(&db),
         None,
         "Fail: no status write got through"
     );
@@ -331,7 +331,7 @@ async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_oper
     api.delete("created-while-down", &Default::default())
         .await
         .expect("delete");
-    let gone = kube_fsm_tests::cluster::eventually(Duration::from_secs(20), || async {
+    let gone = kube_fsm_testkit::cluster::eventually(Duration::from_secs(20), || async {
         api.get_opt("created-while-down")
             .await
             .ok()
@@ -349,7 +349,7 @@ async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_oper
         .await
         .expect("Ignore: the operator converges while the webhook is down");
     assert_eq!(
-        kube_fsm_tests::cluster::phase_of(&db).as_deref(),
+        kube_fsm_testkit::cluster::phase_of(&db).as_deref(),
         Some("Running")
     );
     operator.stop().await;
@@ -384,7 +384,7 @@ async fn after_a_webhook_outage_the_operator_resumes_within_seconds() {
         list.items
             .iter()
             .filter(|db| db.name_any() != PROBE)
-            .filter(|db| kube_fsm_tests::cluster::phase_of(*db).is_some())
+            .filter(|db| kube_fsm_testkit::cluster::phase_of(*db).is_some())
             .count()
     };
     assert_eq!(
@@ -395,7 +395,7 @@ async fn after_a_webhook_outage_the_operator_resumes_within_seconds() {
     // The webhook is back (to the API server, Ignore is the same as a webhook that answers).
     registration.set_failure_policy(FailurePolicy::Ignore).await;
     let back = std::time::Instant::now();
-    let resumed = kube_fsm_tests::cluster::eventually(Duration::from_secs(40), || async {
+    let resumed = kube_fsm_testkit::cluster::eventually(Duration::from_secs(40), || async {
         (phased().await == 10).then_some(())
     })
     .await;

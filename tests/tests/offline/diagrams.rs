@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use kube_fsm_tests::resources::DatabasePhase;
+use kube_fsm_testkit::resources::DatabasePhase;
 
 fn check(name: &str, actual: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -10,9 +10,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_fsm::{Cleanup, Next, PhaseValue, Step};
-use kube_fsm_tests::cluster::{self, eventually, phase_of, wait_phase};
-use kube_fsm_tests::operator::{self, Running};
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::cluster::{self, eventually, phase_of, wait_phase};
+use kube_fsm_testkit::operator::{self, Running};
+use kube_fsm_testkit::resources::*;
 use serde_json::json;
 use tokio::sync::Notify;
 

@@ -3,8 +3,8 @@
 
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube_fsm_tests::cluster;
-use kube_fsm_tests::resources::Database;
+use kube_fsm_testkit::cluster;
+use kube_fsm_testkit::resources::Database;
 use serde_json::{Value, json};
 
 #[tokio::test]

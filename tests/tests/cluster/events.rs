@@ -6,11 +6,11 @@ use std::time::Duration;
 use kube::Api;
 use kube::api::PostParams;
 use kube_fsm::Events;
-use kube_fsm_tests::cluster::{self, eventually, hand_edit, wait_phase};
-use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::metrics::Recorded;
-use kube_fsm_tests::operator::{self, Running};
-use kube_fsm_tests::resources::Database;
+use kube_fsm_testkit::cluster::{self, eventually, hand_edit, wait_phase};
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::metrics::Recorded;
+use kube_fsm_testkit::operator::{self, Running};
+use kube_fsm_testkit::resources::Database;
 use serde_json::json;
 
 /// Runs a Database to Running under `policy`, then hand-edits its phase to one that is not a

@@ -13,11 +13,11 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use kube_fsm::conditions::ConditionError;
 use kube_fsm::{Cleanup, ContextError, Next, Sharding, Step};
-use kube_fsm_tests::cluster::{self, eventually, phase_of};
-use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::metrics::Recorded;
-use kube_fsm_tests::operator::{self, Running};
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::cluster::{self, eventually, phase_of};
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::metrics::Recorded;
+use kube_fsm_testkit::operator::{self, Running};
+use kube_fsm_testkit::resources::*;
 use serde_json::json;
 
 const SHARDS: u32 = 6;
@@ -658,12 +658,12 @@ async fn an_object_whose_label_write_failed_is_labelled_once_the_write_can_land(
         return;
     };
     cluster::install_crds(&client).await;
-    let ns = kube_fsm_tests::admission::namespace(&client, "fsm-shards-unlabelled", &[]).await;
+    let ns = kube_fsm_testkit::admission::namespace(&client, "fsm-shards-unlabelled", &[]).await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     // Another team's policy webhook, down under Fail, refuses every metadata write of
     // Databases here: creates go through, shard labels do not.
-    let probe = Database::sample(kube_fsm_tests::admission::PROBE);
-    let policy = kube_fsm_tests::admission::policy_webhook_down(&client, &ns, probe).await;
+    let probe = Database::sample(kube_fsm_testkit::admission::PROBE);
+    let policy = kube_fsm_testkit::admission::policy_webhook_down(&client, &ns, probe).await;
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let (a, a_metrics) = replica(&client, &ns, "replica-a", &ledger);
     create(&api, "refused", 5).await;
@@ -926,7 +926,7 @@ async fn a_label_write_never_lands_on_a_version_it_did_not_see() {
     }
     // The labeller's metadata patches of the object are held back until the test lets them go.
     let config = kube::Config::infer().await.expect("kubeconfig");
-    let (held_client, hold) = kube_fsm_tests::hold::client(config, |request| {
+    let (held_client, hold) = kube_fsm_testkit::hold::client(config, |request| {
         request.method() == http::Method::PATCH && request.uri().path().ends_with("/databases/x")
     });
     let ledger = Arc::new(Mutex::new(Ledger::default()));
@@ -990,7 +990,7 @@ async fn the_labeller_writes_labels_side_by_side() {
     // Every label write is held back until the test lets them go: behind a slow API server a
     // labeller that waits for each before the next takes minutes over a thousand new objects.
     let config = kube::Config::infer().await.expect("kubeconfig");
-    let (held_client, hold) = kube_fsm_tests::hold::client(config, |request| {
+    let (held_client, hold) = kube_fsm_testkit::hold::client(config, |request| {
         request.method() == http::Method::PATCH
             && request.uri().path().contains("/databases/")
             && !request.uri().path().ends_with("/status")

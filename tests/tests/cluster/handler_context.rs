@@ -14,10 +14,10 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use kube_fsm::{Applied, Next, Step};
-use kube_fsm_tests::cluster::{self, eventually, hand_edit, wait_phase};
-use kube_fsm_tests::metrics::Recorded;
-use kube_fsm_tests::operator::{self, Running};
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::cluster::{self, eventually, hand_edit, wait_phase};
+use kube_fsm_testkit::metrics::Recorded;
+use kube_fsm_testkit::operator::{self, Running};
+use kube_fsm_testkit::resources::*;
 use serde_json::json;
 use tokio::sync::Notify;
 

@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use kube::{Api, Client, ResourceExt};
 use kube_fsm::{LeaderElection, Operator, Step, Stopped};
-use kube_fsm_tests::cluster::{self, eventually};
-use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::metrics::Recorded;
-use kube_fsm_tests::operator::Running;
-use kube_fsm_tests::proxy::Proxy;
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::cluster::{self, eventually};
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::metrics::Recorded;
+use kube_fsm_testkit::operator::Running;
+use kube_fsm_testkit::proxy::Proxy;
+use kube_fsm_testkit::resources::*;
 
 const LEASE: &str = "database-operator";
 const DURATION: Duration = Duration::from_secs(4);

@@ -11,11 +11,11 @@ use kube::{Api, Client, Resource};
 use kube_fsm::conditions::ConditionError;
 use kube_fsm::drift::{Drift, Remedy};
 use kube_fsm::{DriftPolicy, Next, PhaseValue, Step};
-use kube_fsm_tests::cluster::{self, eventually, wait_phase};
-use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::metrics::Recorded;
-use kube_fsm_tests::operator::{self, Running};
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::metrics::Recorded;
+use kube_fsm_testkit::operator::{self, Running};
+use kube_fsm_testkit::resources::*;
 use serde_json::json;
 
 #[test]

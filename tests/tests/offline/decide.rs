@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube_fsm::decide::{self, Position};
 use kube_fsm::{Choice, MachineStatus, Phase, PhaseValue};
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::resources::*;
 
 fn at(seconds: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + seconds).unwrap()

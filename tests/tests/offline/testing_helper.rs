@@ -6,8 +6,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube_fsm::step_plan::Veto;
 use kube_fsm::testing;
 use kube_fsm::{Next, Step, Verdict};
-use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::resources::*;
 
 struct Handlers {
     pods_ready: bool,

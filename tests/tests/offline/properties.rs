@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube_fsm::step_plan::{self, legal_over};
 use kube_fsm::{MachineStatus, Next, Phase, PhaseValue, Step, Verdict, decide};
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::resources::*;
 use proptest::prelude::*;
 
 /// A handler whose every decision comes from the test case.

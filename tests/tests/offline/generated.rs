@@ -2,7 +2,7 @@
 
 use kube_fsm::machine::TriggerData;
 use kube_fsm::{Choice, Dispatch, MachineStatus, Next, Phase as _, PhaseValue, StateMachine, Step};
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::resources::*;
 
 #[test]
 fn phase_enum_items() {

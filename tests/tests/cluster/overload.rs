@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use kube_fsm_tests::cluster::{self, eventually, phase_of};
-use kube_fsm_tests::handlers::Databases;
-use kube_fsm_tests::metrics::Recorded;
-use kube_fsm_tests::operator::{self, Running};
-use kube_fsm_tests::overload;
-use kube_fsm_tests::resources::*;
+use kube_fsm_testkit::cluster::{self, eventually, phase_of};
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::metrics::Recorded;
+use kube_fsm_testkit::operator::{self, Running};
+use kube_fsm_testkit::overload;
+use kube_fsm_testkit::resources::*;
 
 const OBJECTS: usize = 40;
 const RETRY_AFTER: u32 = 2;

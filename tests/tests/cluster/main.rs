@@ -1,0 +1,16 @@
+//! The tests on a real API server (`kube_fsm_testkit::cluster`: skipped loudly without one,
+//! required with `KUBE_FSM_REQUIRE_CLUSTER=1`). The tracing test has a binary of its own: it
+//! captures spans with a thread's default subscriber, and other tests' threads in the same
+//! process change which callsites are enabled.
+
+mod admission;
+mod columns;
+mod drift;
+mod envtest;
+mod events;
+mod faults;
+mod handler_context;
+mod leader;
+mod outage;
+mod overload;
+mod sharding;

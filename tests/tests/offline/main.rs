@@ -1,0 +1,9 @@
+//! The tests that need no cluster: the decision core exhaustively and by property, the
+//! generated API, the CRD, the diagrams, the testing helper.
+
+mod crd;
+mod decide;
+mod diagrams;
+mod generated;
+mod properties;
+mod testing_helper;
