@@ -266,9 +266,9 @@ impl Run {
             metrics_addr: self.metrics_addr,
             election,
             events: match self.events {
-                EventsArg::All => kube_fsm::Events::All,
-                EventsArg::Warnings => kube_fsm::Events::Warnings,
-                EventsArg::Off => kube_fsm::Events::Off,
+                EventsArg::All => kube_fsm::RecordedEvents::All,
+                EventsArg::Warnings => kube_fsm::RecordedEvents::Warnings,
+                EventsArg::Off => kube_fsm::RecordedEvents::Off,
             },
             concurrency: self.concurrency,
             handler_latency: Duration::from_millis(self.handler_latency),
@@ -395,7 +395,10 @@ mod tests {
             panic!("run parses")
         };
         let run = run.options();
-        assert_eq!(run.election.expect("leader election").identity_str(), "a");
+        assert_eq!(
+            run.election.expect("leader election").holder_identity(),
+            "a"
+        );
         assert_eq!(run.metrics_addr.to_string(), "127.0.0.1:9000");
         assert!(matches!(parse("crd"), Ok(Command::Crd)));
         assert!(matches!(

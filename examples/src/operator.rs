@@ -77,7 +77,7 @@ pub struct RunOptions {
     /// Reconcile only while holding this Lease.
     pub election: Option<LeaderElection>,
     /// Which of the engine's Events to record.
-    pub events: kube_fsm::Events,
+    pub events: kube_fsm::RecordedEvents,
     /// At most this many reconciles at once (0: unbounded).
     pub concurrency: u16,
     /// How long the Pending and Provisioning handlers wait, as on an external system.
@@ -101,7 +101,7 @@ pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
     metrics.register(&mut registry);
     let mut operator = operator(client.clone(), handlers, options.namespace.as_deref())
         .metrics(&metrics)
-        .events(options.events)
+        .record_events(options.events)
         .concurrency(options.concurrency);
     if let Some(manager) = options.field_manager {
         operator = operator.field_manager(manager);
@@ -128,14 +128,17 @@ pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
     );
     if let Some(sharding) = options.sharding {
         tracing::info!(
-            identity = sharding.identity_str(),
+            identity = sharding.holder_identity(),
             "holding a share of the shards"
         );
-        operator = operator.sharding(sharding);
+        operator = operator.replicas(sharding);
     }
     if let Some(election) = options.election {
-        tracing::info!(identity = election.identity_str(), "waiting for the Lease");
-        operator = operator.leader_election(election);
+        tracing::info!(
+            identity = election.holder_identity(),
+            "waiting for the Lease"
+        );
+        operator = operator.replicas(election);
     }
     if operator.run().await == Stopped::LeaseLost {
         tracing::error!("lost the Lease; exiting so that a restart waits for it again");

@@ -118,7 +118,7 @@ pub fn operator(client: Client, handlers: Handlers) -> kube_fsm::Operator<RiskEn
         .reporter("riskengine-operator")
         .owns::<ConfigMap>(labelled())
         .owns::<Secret>(labelled())
-        .watches_all::<ConfigMap>(labelled(), move |cm| is_allow_list(cm, &platform))
+        .watches_shared::<ConfigMap>(labelled(), move |cm| is_allow_list(cm, &platform))
 }
 
 fn is_allow_list(cm: &ConfigMap, platform: &str) -> bool {

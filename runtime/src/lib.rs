@@ -60,7 +60,7 @@ pub use watch::{cache, health};
 /// The builder of an operator and how its run ends.
 pub mod controller {
     pub use crate::operator::{
-        DEFAULT_CONCURRENCY, Operator, RateLimitError, Stopped, owner_reference,
+        DEFAULT_CONCURRENCY, Operator, RateLimitError, Replicas, Stopped, owner_reference,
     };
 }
 
@@ -68,7 +68,7 @@ pub use children::Applied;
 pub use context::{Context, ContextError};
 pub use controller::{Operator, Stopped, owner_reference};
 pub use crd::crd;
-pub use engine::{Events, ReconcileError, Reconciled};
+pub use engine::{Reconcilable, ReconcileError, RecordedEvents};
 pub use handler::dispatch::Dispatch;
 pub use health::{Connection, Health};
 pub use kube_fsm_macros::state_machine;

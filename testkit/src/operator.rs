@@ -7,7 +7,7 @@ use tokio::task::JoinHandle;
 /// An operator for `K` in `namespace`, with a short backoff (tests want quick retries).
 pub fn in_namespace<K, H>(client: &kube::Client, namespace: &str, handler: H) -> Operator<K, H>
 where
-    K: kube_fsm::Reconciled<H>,
+    K: kube_fsm::Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     Operator::<K, H>::new(client.clone(), handler)
@@ -29,7 +29,7 @@ impl Running {
     /// Spawns `operator`, to be stopped with [`Running::stop`].
     pub fn spawn<K, H>(operator: Operator<K, H>) -> Self
     where
-        K: kube_fsm::Reconciled<H>,
+        K: kube_fsm::Reconcilable<H>,
         H: Send + Sync + 'static,
     {
         let (stop, stopped) = oneshot::channel::<()>();

@@ -162,7 +162,7 @@ fn spawn_replica(shared: &Shared, n: usize) -> Replica {
             let _ = stopped.await;
         });
     let operator = if shared.sharded {
-        operator.sharding(
+        operator.replicas(
             Sharding::new(
                 "chaos",
                 shared.lease_ns.clone(),
@@ -174,7 +174,7 @@ fn spawn_replica(shared: &Shared, n: usize) -> Replica {
             .retry_period(Duration::from_secs(1)),
         )
     } else {
-        operator.leader_election(
+        operator.replicas(
             LeaderElection::new(format!("chaos-{}", shared.run), shared.lease_ns.clone())
                 .identity(identity.clone())
                 .duration(Duration::from_secs(6))

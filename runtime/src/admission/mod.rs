@@ -29,7 +29,7 @@ mod tls;
 pub use configuration::{
     Endpoint, FailurePolicy, PATH, TIER_PATH, WebhookOptions, validating_webhook_configuration,
 };
-pub use policy::{Operator, Policy, PolicyError, Requester, Rule, Tier};
+pub use policy::{OperatorIdentity, Policy, PolicyError, Requester, Rule, Tier};
 pub use review::Validator;
 pub use rules::{NOT_SUPPORTED, PHASE_FIELD, Violation, check, no_such_transition};
 pub use server::{ServeError, Webhook, WebhookHealth, WebhookMetrics};

@@ -29,7 +29,7 @@ use crate::model::machine::MachineData;
 pub struct Policy {
     /// Who the operator is; exempt from the layers' rules.
     #[serde(default)]
-    pub operator: Operator,
+    pub operator: OperatorIdentity,
     /// Rules in every namespace the webhook covers (the platform baseline).
     #[serde(default)]
     pub platform: Vec<Rule>,
@@ -45,7 +45,7 @@ pub struct Policy {
 /// `trust_field_managers` says field managers alone will do (development only).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Operator {
+pub struct OperatorIdentity {
     /// Authenticated user names, e.g. `system:serviceaccount:NAMESPACE:NAME`.
     #[serde(default)]
     pub users: Vec<String>,
@@ -223,7 +223,7 @@ impl Policy {
     }
 }
 
-impl Operator {
+impl OperatorIdentity {
     /// Whether `requester` is the operator (never, when neither list is given).
     pub fn is(&self, requester: Requester<'_>) -> bool {
         let named =
@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn every_list_given_must_match_the_operator() {
-        let operator = Operator {
+        let operator = OperatorIdentity {
             users: vec!["system:serviceaccount:db:operator".into()],
             field_managers: vec!["kube-fsm".into()],
             trust_field_managers: false,
@@ -343,7 +343,7 @@ mod tests {
             user: "system:serviceaccount:db:operator",
             field_manager: "kube-fsm",
         }));
-        assert!(!Operator::default().is(OPERATOR));
+        assert!(!OperatorIdentity::default().is(OPERATOR));
     }
 
     #[test]
@@ -357,7 +357,7 @@ mod tests {
             Err(PolicyError::UnknownPhase { .. })
         ));
         let mut anonymous = policy();
-        anonymous.operator = Operator::default();
+        anonymous.operator = OperatorIdentity::default();
         assert_eq!(anonymous.check(machine), Err(PolicyError::NoOperator));
         // A field manager is anyone's to claim: not an identity, unless trusted on purpose.
         let mut claimed = policy();

@@ -148,7 +148,7 @@ impl Validator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::policy::{Operator, Rule};
+    use crate::admission::policy::{OperatorIdentity, Rule};
     use crate::admission::tests_support::{MACHINE, status_update};
 
     fn validator(policy: Policy) -> Validator {
@@ -190,7 +190,7 @@ mod tests {
     #[test]
     fn legal_moves_pass_and_the_field_manager_is_read_from_the_options() {
         let policy = Policy {
-            operator: Operator {
+            operator: OperatorIdentity {
                 users: Vec::new(),
                 field_managers: vec!["kube-fsm".into()],
                 trust_field_managers: true,

@@ -19,7 +19,7 @@ pub struct EngineConfig {
     /// for want of a connection (transport errors, 429, 5xx) is retried.
     pub reconnect_max: Duration,
     /// Which of the engine's own Kubernetes Events are recorded.
-    pub events: Events,
+    pub events: RecordedEvents,
 }
 
 /// Which of the engine's own Kubernetes Events (transitions, vetoes, drift, failures) are
@@ -27,7 +27,7 @@ pub struct EngineConfig {
 /// what needs a human and drops one write per transition. Events a handler publishes through
 /// its step are not affected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Events {
+pub enum RecordedEvents {
     /// Every Event: Normal ones (transitions, migrations) and Warnings (the default).
     #[default]
     All,
@@ -45,7 +45,7 @@ impl Default for EngineConfig {
             reporter: "kube-fsm".into(),
             field_manager: "kube-fsm".into(),
             reconnect_max: Duration::from_secs(30),
-            events: Events::All,
+            events: RecordedEvents::All,
         }
     }
 }

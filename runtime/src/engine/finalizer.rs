@@ -8,7 +8,7 @@ use kube::api::Api;
 use kube::runtime::events::EventType;
 
 use crate::engine::write::Write;
-use crate::engine::{Attempt, Engine, ReconcileError, Reconciled};
+use crate::engine::{Attempt, Engine, Reconcilable, ReconcileError};
 use crate::model::next::Cleanup;
 
 /// What the finalizer step leaves to do.
@@ -21,7 +21,7 @@ pub(crate) enum Gate<K> {
 
 impl<K, H> Engine<K, H>
 where
-    K: Reconciled<H>,
+    K: Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     /// Adds the finalizer before any handler runs, and runs cleanup on deletion.
@@ -50,7 +50,7 @@ where
         let cleanup = K::cleanup(&self.handler, &object)
             .await
             .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
-        if let Cleanup::Pending(after) = cleanup {
+        if let Cleanup::InProgress(after) = cleanup {
             return Ok(Gate::Stop(Attempt::Done(Some(after))));
         }
         let rest: Vec<String> = object

@@ -44,17 +44,17 @@ use crate::watch::health::Health;
 use crate::watch::scope::Scoped;
 
 /// What a resource type needs to be reconciled by the engine.
-pub trait Reconciled<H>:
+pub trait Reconcilable<H>:
     Dispatch<H> + Scoped + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
 {
 }
 
-impl<K, H> Reconciled<H> for K where
+impl<K, H> Reconcilable<H> for K where
     K: Dispatch<H> + Scoped + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
 {
 }
 
-pub use config::{EngineConfig, Events};
+pub use config::{EngineConfig, RecordedEvents};
 pub use error::ReconcileError;
 
 /// A failure of the API server itself makes a `ReconcileFailed` Event once it happened this
@@ -113,7 +113,7 @@ impl<K: Resource<DynamicType = ()> + StateMachine, H> Debug for Engine<K, H> {
 
 impl<K, H> Engine<K, H>
 where
-    K: Reconciled<H>,
+    K: Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     /// An engine for objects of `K` (in `namespace`, or all namespaces), recording into
@@ -458,7 +458,7 @@ where
 
 impl<K, H> Engine<K, H>
 where
-    K: Reconciled<H>,
+    K: Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     /// Settles a transition whose write was not answered as landed: if `object` (as read now)

@@ -9,7 +9,7 @@ use kube::runtime::events::EventType;
 use serde_json::json;
 
 use crate::engine::write::Write;
-use crate::engine::{Attempt, Engine, ReconcileError, Reconciled};
+use crate::engine::{Attempt, Engine, Reconcilable, ReconcileError};
 use crate::model::conditions::truncate;
 use crate::model::machine::Phase;
 use crate::model::status::PhaseValue;
@@ -17,7 +17,7 @@ use crate::pure::drift::{Drift, Remedy};
 
 impl<K, H> Engine<K, H>
 where
-    K: Reconciled<H>,
+    K: Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     /// Detects drift and applies the spec's policy. `None`: go on with the step.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
-use crate::engine::{Engine, Events, ReconcileError, Reconciled};
+use crate::engine::{Engine, Reconcilable, ReconcileError, RecordedEvents};
 use crate::ha::fence;
 use crate::handler::step_plan::Plan;
 use crate::model::machine::Phase;
@@ -17,7 +17,7 @@ use crate::pure::decide::Transition;
 
 impl<K, H> Engine<K, H>
 where
-    K: Reconciled<H>,
+    K: Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     /// Records the step's vetoes: the metric for each, a Warning Event only for a veto that
@@ -122,7 +122,7 @@ where
         Ok(())
     }
 
-    /// Publishes an Event, if the configured [`Events`] policy wants it; a failure to record
+    /// Publishes an Event, if the configured [`RecordedEvents`] policy wants it; a failure to record
     /// it is logged, never fatal. kube's Recorder
     /// folds repeats of the same (type, reason, action) into one series, so `action` names
     /// what happened (e.g. `RunningToDegraded`), keeping different transitions apart.
@@ -135,9 +135,9 @@ where
         note: String,
     ) {
         let wanted = match self.config.events {
-            Events::All => true,
-            Events::Warnings => type_ == EventType::Warning,
-            Events::Off => false,
+            RecordedEvents::All => true,
+            RecordedEvents::Warnings => type_ == EventType::Warning,
+            RecordedEvents::Off => false,
         };
         if !wanted {
             return;

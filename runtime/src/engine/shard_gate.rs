@@ -3,13 +3,13 @@
 
 use kube::runtime::controller::Action;
 
-use super::{Engine, Reconciled, Requeue};
+use super::{Engine, Reconcilable, Requeue};
 use crate::ha::shard_label::LABEL_BACKOFF;
 use crate::ha::shards::{InFlight, Serving};
 
 impl<K, H> Engine<K, H>
 where
-    K: Reconciled<H>,
+    K: Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     /// Whether to reconcile `object` now: `Ok(None)` without sharding, `Ok(Some(_))` while

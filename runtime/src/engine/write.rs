@@ -6,7 +6,7 @@ use kube::api::Patch;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
-use crate::engine::{Engine, ReconcileError, Reconciled};
+use crate::engine::{Engine, Reconcilable, ReconcileError};
 use crate::ha::fence;
 
 /// How a locked write ended.
@@ -31,7 +31,7 @@ enum Target {
 
 impl<K, H> Engine<K, H>
 where
-    K: Reconciled<H>,
+    K: Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     /// Merge-patches the status subresource of `object` with `patch` (`{"status": ...}`).

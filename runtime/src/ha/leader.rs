@@ -88,7 +88,7 @@ impl LeaderElection {
     }
 
     /// This replica's identity.
-    pub fn identity_str(&self) -> &str {
+    pub fn holder_identity(&self) -> &str {
         &self.timing.identity
     }
 

@@ -24,7 +24,7 @@ pub enum ShardKey {
 }
 
 /// Spreads the objects over replicas: each replica reconciles only the objects of the shards
-/// whose Leases it holds, and watches only those (see [`crate::Operator::sharding`]).
+/// whose Leases it holds, and watches only those (see [`crate::Operator::replicas`] with [`crate::Sharding`]).
 ///
 /// ```no_run
 /// let sharding = kube_fsm::Sharding::new("database-operator", "operators", 12)
@@ -96,7 +96,7 @@ impl Sharding {
     }
 
     /// This replica's identity.
-    pub fn identity_str(&self) -> &str {
+    pub fn holder_identity(&self) -> &str {
         &self.timing.identity
     }
 

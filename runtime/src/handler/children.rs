@@ -96,7 +96,7 @@ impl<K: StateMachine> Step<K> {
     /// ([`Applied::Unchanged`]): a converged operator writes nothing, and a field a handler
     /// stops setting is removed, as server-side apply removes it. The written child goes
     /// into the cache at once, so the next step reads it even before its watch event arrives.
-    /// With [`crate::Operator::sharding`], the child also gets its owner's shard label, and
+    /// With [`crate::Operator::replicas`] with [`crate::Sharding`], the child also gets its owner's shard label, and
     /// the request is not sent once this replica no longer holds the owner's shard
     /// ([`ContextError::Fenced`]; so for [`Step::delete`] and [`Step::publish`]).
     ///

@@ -56,7 +56,7 @@ pub enum ContextError {
         owner: String,
     },
     /// Not sent: this replica no longer holds the object's shard (it was given up or its
-    /// renewal is late; see [`crate::Operator::sharding`]). The reconcile's outcome is
+    /// renewal is late; see [`crate::Operator::replicas`] with [`crate::Sharding`]). The reconcile's outcome is
     /// dropped and the shard's holder reconciles the object.
     #[error("not sent: this replica no longer holds the object's shard")]
     Fenced,

@@ -34,7 +34,7 @@ pub enum Cleanup {
     /// Cleanup is finished: the finalizer may be removed.
     Done,
     /// Cleanup is still running: reconcile again after this long.
-    Pending(Duration),
+    InProgress(Duration),
 }
 
 /// What `before_transition` says about a proposed transition.

@@ -12,7 +12,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 
-use crate::engine::{EngineConfig, Events, Reconciled};
+use crate::engine::{EngineConfig, Reconcilable, RecordedEvents};
 use crate::ha::leader::LeaderElection;
 use crate::ha::shard::Sharding;
 use crate::handler::context::Caches;
@@ -28,7 +28,7 @@ mod sources;
 /// Runs a state machine as a Kubernetes controller.
 ///
 /// ```no_run
-/// # async fn demo<K, H>(client: kube::Client, handler: H) where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+/// # async fn demo<K, H>(client: kube::Client, handler: H) where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
 /// kube_fsm::Operator::<K, H>::new(client, handler)
 ///     .namespace("default")
 ///     .concurrency(8)
@@ -48,8 +48,7 @@ pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 's
     shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
     metrics: Arc<MachineMetrics>,
     store: Arc<OnceLock<Store<K>>>,
-    leader: Option<LeaderElection>,
-    sharding: Option<Sharding>,
+    replicas: Replicas,
     health: Health,
     caches: Caches,
 }
@@ -68,7 +67,7 @@ impl<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> std::
 
 impl<K, H> Operator<K, H>
 where
-    K: Reconciled<H>,
+    K: Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     /// A controller for `K` driven by `handler`, watching all namespaces by default.
@@ -85,8 +84,7 @@ where
             shutdown: None,
             metrics: Arc::new(Metrics::default().for_machine::<K>(Arc::new(OnceLock::new()))),
             store: Arc::new(OnceLock::new()),
-            leader: None,
-            sharding: None,
+            replicas: Replicas::One,
             health: Health::default(),
             caches: Caches::default(),
         }
@@ -129,7 +127,7 @@ where
     ///
     /// ```no_run
     /// # use kube_fsm::{Operator, StateMachine};
-    /// # fn demo<K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static>(operator: Operator<K, H>) -> Result<(), kube_fsm::controller::RateLimitError> {
+    /// # fn demo<K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static>(operator: Operator<K, H>) -> Result<(), kube_fsm::controller::RateLimitError> {
     /// let operator = operator.rate_limit(20.0, 40)?; // client-go's default QPS is 5, Burst 10
     /// # let _ = operator; Ok(()) }
     /// ```
@@ -162,9 +160,9 @@ where
         self
     }
 
-    /// Which of the engine's own Events to record (default [`Events::All`]; see [`Events`]).
+    /// Which of the engine's own Events to record (default [`RecordedEvents::All`]; see [`RecordedEvents`]).
     #[must_use]
-    pub fn events(mut self, events: Events) -> Self {
+    pub fn record_events(mut self, events: RecordedEvents) -> Self {
         self.config.events = events;
         self
     }
@@ -201,24 +199,18 @@ where
         self.health.clone()
     }
 
-    /// Reconcile only while holding the Lease `election` names (see [`LeaderElection`]).
-    /// Replicas that do not hold it wait; `run` returns when leadership is lost, so exit the
-    /// process and let Kubernetes restart it, as controller-runtime's manager does.
+    /// How the operator's replicas share the work: one replica reconciles everything (the
+    /// default), or one at a time holds a Lease ([`LeaderElection`]), or each holds a share of
+    /// the objects ([`Sharding`]). One setting: the last call decides.
+    ///
+    /// ```no_run
+    /// # fn demo<K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static>(operator: kube_fsm::Operator<K, H>) {
+    /// let operator = operator.replicas(kube_fsm::LeaderElection::new("my-operator", "operators"));
+    /// # }
+    /// ```
     #[must_use]
-    pub fn leader_election(mut self, election: LeaderElection) -> Self {
-        self.leader = Some(election);
-        self
-    }
-
-    /// Spread the objects over the replicas running with the same `sharding` (instead of
-    /// [`Operator::leader_election`], which it replaces): each reconciles and watches only the
-    /// objects of the shards it holds (see [`Sharding`]). Each object gets its shard label
-    /// once (one metadata patch), written by the replica holding shard 0. At most one replica
-    /// reconciles an object at any time; a crashed replica's shards are taken over after the
-    /// Lease duration; replicas joining or leaving rebalance the shards.
-    #[must_use]
-    pub fn sharding(mut self, sharding: Sharding) -> Self {
-        self.sharding = Some(sharding);
+    pub fn replicas(mut self, replicas: impl Into<Replicas>) -> Self {
+        self.replicas = replicas.into();
         self
     }
 
@@ -231,7 +223,7 @@ where
     /// watched ([`Operator::watches`]) has one watch, with the config of the first call.
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kube::runtime::watcher;
     /// operator.owns::<ConfigMap>(watcher::Config::default().labels("app.kubernetes.io/managed-by=me"))
@@ -253,7 +245,7 @@ where
     /// with the config of the first call: give both the same selector.
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kube::runtime::{reflector::ObjectRef, watcher};
     /// // Every object depends on one settings ConfigMap: a change of it reconciles them all.
@@ -284,17 +276,17 @@ where
     /// [`Operator::watches`] does.
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kube::runtime::watcher;
-    /// operator.watches_all::<ConfigMap>(
+    /// operator.watches_shared::<ConfigMap>(
     ///     watcher::Config::default().labels("app.kubernetes.io/part-of=riskengine"),
     ///     |settings| settings.metadata.name.as_deref() == Some("allowed-versions"),
     /// )
     /// # }
     /// ```
     #[must_use]
-    pub fn watches_all<R>(
+    pub fn watches_shared<R>(
         mut self,
         config: watcher::Config,
         affects: impl Fn(&R) -> bool + Send + Sync + 'static,
@@ -325,7 +317,7 @@ where
     /// [`crate::watch::cache::Cache::indexed`].
     ///
     /// ```no_run
-    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::Secret;
     /// operator.index::<Secret>("type", |secret| secret.type_.clone().into_iter().collect())
     /// # }
@@ -358,12 +350,42 @@ where
 /// of reconciles cannot queue thousands of requests on it.
 pub const DEFAULT_CONCURRENCY: u16 = 32;
 
+/// How an operator's replicas share the work (see [`Operator::replicas`]).
+#[derive(Clone, Debug, Default)]
+pub enum Replicas {
+    /// One replica reconciles every object (the default).
+    #[default]
+    One,
+    /// Only the replica holding the Lease reconciles; the others wait. `run` returns when
+    /// leadership is lost, so exit the process and let Kubernetes restart it, as
+    /// controller-runtime's manager does.
+    LeaderElection(LeaderElection),
+    /// Each replica reconciles and watches only the objects of the shards it holds. Each
+    /// object gets its shard label once (one metadata patch), written by the replica holding
+    /// shard 0. At most one replica reconciles an object at any time; a crashed replica's
+    /// shards are taken over after the Lease duration; replicas joining or leaving rebalance
+    /// the shards.
+    Sharded(Sharding),
+}
+
+impl From<LeaderElection> for Replicas {
+    fn from(election: LeaderElection) -> Self {
+        Replicas::LeaderElection(election)
+    }
+}
+
+impl From<Sharding> for Replicas {
+    fn from(sharding: Sharding) -> Self {
+        Replicas::Sharded(sharding)
+    }
+}
+
 /// Why [`Operator::run`] returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stopped {
     /// The shutdown signal came.
     Signal,
-    /// This replica lost the Lease (see [`Operator::leader_election`]).
+    /// This replica lost the Lease (see [`Operator::replicas`] with [`LeaderElection`]).
     LeaseLost,
 }
 

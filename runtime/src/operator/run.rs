@@ -9,8 +9,8 @@ use futures::future::Shared;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::{Controller, controller, reflector, watcher};
 
-use super::{Operator, Stopped};
-use crate::engine::{Engine, Reconciled};
+use super::{Operator, Replicas, Stopped};
+use crate::engine::{Engine, Reconcilable};
 use crate::ha::shard_label::Labeller;
 use crate::ha::shards::Shards;
 use crate::handler::context::Context;
@@ -34,7 +34,7 @@ impl Drop for Beside {
 
 impl<K, H> Operator<K, H>
 where
-    K: Reconciled<H>,
+    K: Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     /// Runs until the shutdown signal, or, with leader election, until the Lease is lost
@@ -45,22 +45,19 @@ where
             .take()
             .unwrap_or_else(|| Box::pin(termination()))
             .shared();
-        if let Some(sharding) = self.sharding.take() {
-            if self.leader.take().is_some() {
-                tracing::warn!("sharding replaces leader election: each replica holds shards");
-            }
-            let shards = Shards::new(sharding, self.metrics.clone());
-            let leases = shards.clone().run(self.client.clone(), signal.clone());
-            let controller = self.run_controller(signal, Some(shards));
-            futures::future::join(leases, controller).await;
-            return Stopped::Signal;
-        }
-        match self.leader.take() {
-            None => {
+        match std::mem::take(&mut self.replicas) {
+            Replicas::One => {
                 self.run_controller(signal, None).await;
                 Stopped::Signal
             }
-            Some(election) => {
+            Replicas::Sharded(sharding) => {
+                let shards = Shards::new(sharding, self.metrics.clone());
+                let leases = shards.clone().run(self.client.clone(), signal.clone());
+                let controller = self.run_controller(signal, Some(shards));
+                futures::future::join(leases, controller).await;
+                Stopped::Signal
+            }
+            Replicas::LeaderElection(election) => {
                 let client = self.client.clone();
                 election
                     .lead(client, signal.clone(), |lost| async move {

@@ -69,7 +69,7 @@ struct State {
 ///
 /// ```no_run
 /// # async fn demo<K, H>(operator: kube_fsm::Operator<K, H>)
-/// # where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+/// # where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
 /// let health = operator.health();
 /// tokio::spawn(operator.run());
 /// // e.g. in a `/readyz` handler:

@@ -2,7 +2,7 @@
 //!
 //! [`Scoped`] is implemented for every resource type with a static type whose scope is
 //! namespaced or cluster (every k8s-openapi type and every `CustomResource`), so a user's
-//! signature says `K: Reconciled<H>` or `C: Watched` and never names the scope.
+//! signature says `K: Reconcilable<H>` or `C: Watched` and never names the scope.
 
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 use kube::{Api, Client, Resource};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, CustomResourceExt, Resource, ResourceExt};
-use kube_fsm::admission::{FailurePolicy, Operator, Policy, Rule, Tier};
+use kube_fsm::admission::{FailurePolicy, OperatorIdentity, Policy, Rule, Tier};
 use kube_fsm::{Phase, StateMachine};
 use kube_fsm_testkit::admission::{self, PROBE};
 use kube_fsm_testkit::cluster::{client, install_crd, install_crds, wait_phase};
@@ -212,7 +212,7 @@ async fn the_api_server_refuses_every_illegal_move_and_admits_every_legal_one() 
 
 fn layered_policy() -> Policy {
     Policy {
-        operator: Operator {
+        operator: OperatorIdentity {
             users: Vec::new(),
             // The test's operator and its "people" are one user: only field managers tell them apart.
             field_managers: vec!["kube-fsm".to_owned()],

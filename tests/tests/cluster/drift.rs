@@ -95,7 +95,7 @@ impl GuardedHandler for Guards {
 
 fn start<K, H>(client: &Client, namespace: &str, handler: H, recorded: &Recorded) -> Running
 where
-    K: kube_fsm::Reconciled<H>,
+    K: kube_fsm::Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     Running::spawn(

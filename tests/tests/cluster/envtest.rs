@@ -113,7 +113,7 @@ impl DatabaseHandler for DbHandler {
         Ok(if self.0.allow_cleanup.load(Ordering::SeqCst) {
             Cleanup::Done
         } else {
-            Cleanup::Pending(Duration::from_millis(300))
+            Cleanup::InProgress(Duration::from_millis(300))
         })
     }
 }
@@ -121,7 +121,7 @@ impl DatabaseHandler for DbHandler {
 /// Starts an operator for `K` in `namespace` with a short backoff.
 fn start<K, H>(client: &Client, namespace: &str, handler: H) -> Running
 where
-    K: kube_fsm::Reconciled<H>,
+    K: kube_fsm::Reconcilable<H>,
     H: Send + Sync + 'static,
 {
     Running::spawn(operator::in_namespace::<K, H>(client, namespace, handler))

@@ -1,11 +1,11 @@
-//! The engine's Events policy on the real API server: `Events::Warnings` records what needs a
-//! human (drift) and no transitions; `Events::Off` records nothing.
+//! The engine's Events policy on the real API server: `RecordedEvents::Warnings` records what needs a
+//! human (drift) and no transitions; `RecordedEvents::Off` records nothing.
 
 use std::time::Duration;
 
 use kube::Api;
 use kube::api::PostParams;
-use kube_fsm::Events;
+use kube_fsm::RecordedEvents;
 use kube_fsm_testkit::cluster::{self, eventually, hand_edit, wait_phase};
 use kube_fsm_testkit::handlers::Databases;
 use kube_fsm_testkit::metrics::Recorded;
@@ -15,13 +15,13 @@ use serde_json::json;
 
 /// Runs a Database to Running under `policy`, then hand-edits its phase to one that is not a
 /// successor (drift, reported as a Warning); returns the reasons of the Events recorded.
-async fn reasons_under(policy: Events, test: &str, prefix: &str) -> Option<Vec<String>> {
+async fn reasons_under(policy: RecordedEvents, test: &str, prefix: &str) -> Option<Vec<String>> {
     let (client, ns) = cluster::prepare(test, prefix).await?;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let recorded = Recorded::default();
     let operator = Running::spawn(
         operator::in_namespace::<Database, _>(&client, &ns, Databases)
-            .events(policy)
+            .record_events(policy)
             .metrics(recorded.metrics()),
     );
     api.create(&PostParams::default(), &Database::sample("db"))
@@ -44,7 +44,7 @@ async fn reasons_under(policy: Events, test: &str, prefix: &str) -> Option<Vec<S
 #[tokio::test]
 async fn warnings_only_records_drift_but_no_transitions() {
     let Some(reasons) = reasons_under(
-        Events::Warnings,
+        RecordedEvents::Warnings,
         "warnings_only_records_drift",
         "fsm-ev-warn",
     )
@@ -61,7 +61,8 @@ async fn warnings_only_records_drift_but_no_transitions() {
 
 #[tokio::test]
 async fn off_records_no_event() {
-    let Some(reasons) = reasons_under(Events::Off, "off_records_no_event", "fsm-ev-off").await
+    let Some(reasons) =
+        reasons_under(RecordedEvents::Off, "off_records_no_event", "fsm-ev-off").await
     else {
         return;
     };

@@ -31,7 +31,7 @@ fn replica(client: &Client, ns: &str, identity: &str) -> Running {
             .namespace(ns)
             .field_manager(identity)
             .reporter(identity)
-            .leader_election(
+            .replicas(
                 LeaderElection::new(LEASE, ns)
                     .identity(identity)
                     .duration(DURATION)

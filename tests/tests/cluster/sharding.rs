@@ -224,7 +224,7 @@ fn replica_of(
                 .labels(&format!("app={CHILDREN}"))
                 .page_size(1),
         )
-        .sharding(sharding)
+        .replicas(sharding)
         .metrics(recorded.metrics());
     (Running::spawn(operator), recorded)
 }
@@ -577,7 +577,7 @@ async fn a_shard_handed_over_and_back_writes_no_backward_move_under_drift_revert
             .duration(Duration::from_secs(4));
         let operator =
             operator::in_namespace::<Relay, _>(&client, &ns, Relays { takes_to_the_end })
-                .sharding(sharding)
+                .replicas(sharding)
                 .metrics(recorded.metrics());
         (Running::spawn(operator), recorded)
     };
@@ -833,7 +833,7 @@ async fn switching_from_leader_election_to_sharding_finds_every_child_and_moves_
             },
         )
         .owns::<ConfigMap>(watcher::Config::default().labels(&format!("app={CHILDREN}")))
-        .leader_election(
+        .replicas(
             kube_fsm::LeaderElection::new("fsm-shards-switch", &ns)
                 .identity("elected")
                 .duration(Duration::from_secs(4)),

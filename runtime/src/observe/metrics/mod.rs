@@ -19,7 +19,7 @@
 //! | `kube_fsm_disconnected_seconds_total` | `machine` |
 //! | `kube_fsm_connected` (1 or 0) | `machine` |
 //! | `kube_fsm_remembered_objects` | `machine` |
-//! | `kube_fsm_shards_held` (with [`crate::Operator::sharding`]) | `machine` |
+//! | `kube_fsm_shards_held` (with [`crate::Operator::replicas`] with [`crate::Sharding`]) | `machine` |
 //! | `kube_fsm_shard_labels_written_total` | `machine` |
 //! | `kube_fsm_unlabelled_objects` (objects whose shard label write failed and is retried) | `machine` |
 //! | `kube_fsm_concurrency_limit` (reconciles allowed at once now: cut by sustained overload) | `machine` |
@@ -34,7 +34,7 @@
 //!
 //! ```no_run
 //! # fn demo<K, H>(a: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H>
-//! # where K: kube_fsm::Reconciled<H>, H: Send + Sync + 'static {
+//! # where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
 //! let mut registry = prometheus_client::registry::Registry::default();
 //! let metrics = kube_fsm::metrics::Metrics::default();
 //! metrics.register(&mut registry); // once
