@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DeleteParams;
-use kube::{Api, Client, CustomResource, ResourceExt};
+use kube::{Api, CustomResource, ResourceExt};
 use kube_fsm::conditions::ConditionError;
 use kube_fsm::{Cleanup, ContextError, MachineStatus, Next, Step, state_machine};
 use schemars::JsonSchema;
@@ -93,29 +93,17 @@ pub enum HandlerError {
     Condition(#[from] ConditionError),
 }
 
-/// The phase handlers: a client for the cleanup's delete. Everything else goes through the
-/// step's context.
-#[derive(Clone)]
+/// The phase handlers. They hold no client: every request goes through the step's (or, in
+/// cleanup, the given) `Context`.
+#[derive(Clone, Debug, Default)]
 pub struct Handlers {
-    client: Client,
     latency: std::time::Duration,
 }
 
-impl std::fmt::Debug for Handlers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handlers")
-            .field("latency", &self.latency)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Handlers {
-    /// Handlers whose cleanup deletes children through `client`.
-    pub fn new(client: Client) -> Self {
-        Handlers {
-            client,
-            latency: std::time::Duration::ZERO,
-        }
+    /// Handlers that answer at once.
+    pub fn new() -> Self {
+        Handlers::default()
     }
 
     /// Handlers whose Pending and Provisioning steps first wait `latency`, as a real handler
@@ -253,9 +241,13 @@ impl DatabaseHandler for Handlers {
 
     /// Deletes the child. A real cluster's garbage collector would do it through the
     /// ownerReference, but deleting it here also works where none runs (envtest).
-    async fn cleanup(&self, db: &Database) -> Result<Cleanup, HandlerError> {
+    async fn cleanup(
+        &self,
+        db: &Database,
+        context: &kube_fsm::Context,
+    ) -> Result<Cleanup, HandlerError> {
         let children: Api<ConfigMap> = Api::namespaced(
-            self.client.clone(),
+            context.client().clone(),
             &db.namespace().unwrap_or_else(|| "default".into()),
         );
         match children
@@ -318,7 +310,7 @@ mod tests {
                     .body(Body::from(body.to_string().into_bytes()))
             }
         });
-        let client = Client::new(service, "ns");
+        let client = kube::Client::new(service, "ns");
         let context = Context::new(client).with_cache(Cache::from_objects(children));
         (Arc::new(context), seen)
     }
@@ -364,7 +356,7 @@ mod tests {
     #[tokio::test]
     async fn pending_accepts_and_the_first_write_says_provisioning() {
         let (context, seen) = context_with(|_, _| (500, status(500, "Unexpected")), vec![]);
-        let handlers = Handlers::new(context.client().clone());
+        let handlers = Handlers::new();
         let outcome = step(&handlers, &database(), &context).await;
         assert_eq!(outcome.phase, DatabasePhase::Provisioning);
         assert!(outcome.writes_status);
@@ -375,7 +367,7 @@ mod tests {
     #[tokio::test]
     async fn provisioning_applies_the_child_and_runs_with_the_endpoint_in_the_same_step() {
         let (context, seen) = context_with(|_, _| (200, child_json()), vec![]);
-        let handlers = Handlers::new(context.client().clone());
+        let handlers = Handlers::new();
         let db = testing::in_phase(database(), DatabasePhase::Provisioning);
         let outcome = step(&handlers, &db, &context).await;
         assert_eq!(outcome.phase, DatabasePhase::Running);
@@ -400,7 +392,7 @@ mod tests {
     async fn a_converged_running_object_sends_nothing() {
         let db = database();
         let (context, seen) = context_with(|_, _| (200, child_json()), vec![stored_child(&db)]);
-        let handlers = Handlers::new(context.client().clone());
+        let handlers = Handlers::new();
         let mut db = testing::in_phase(db, DatabasePhase::Provisioning);
         let provisioned = step(&handlers, &db, &context).await;
         assert_eq!(provisioned.phase, DatabasePhase::Running);
@@ -425,7 +417,7 @@ mod tests {
     #[tokio::test]
     async fn a_lost_child_degrades_and_degraded_recovers() {
         let (context, seen) = context_with(|_, _| (200, child_json()), vec![]);
-        let handlers = Handlers::new(context.client().clone());
+        let handlers = Handlers::new();
         let mut db = testing::in_phase(database(), DatabasePhase::Running);
         let lost = step(&handlers, &db, &context).await;
         assert_eq!(lost.phase, DatabasePhase::Degraded);
@@ -455,7 +447,7 @@ mod tests {
             data.insert("replicas".into(), "7".into());
         }
         let (context, seen) = context_with(|_, _| (200, child_json()), vec![drifted]);
-        let handlers = Handlers::new(context.client().clone());
+        let handlers = Handlers::new();
         let db = testing::in_phase(db, DatabasePhase::Running);
         step(&handlers, &db, &context).await;
         assert_eq!(
@@ -467,8 +459,8 @@ mod tests {
     #[tokio::test]
     async fn cleanup_is_done_when_the_child_is_already_gone() {
         let (context, _) = context_with(|_, _| (404, status(404, "NotFound")), vec![]);
-        let handlers = Handlers::new(context.client().clone());
-        let done = DatabaseHandler::cleanup(&handlers, &database()).await;
+        let handlers = Handlers::new();
+        let done = DatabaseHandler::cleanup(&handlers, &database(), &context).await;
         assert_eq!(done.expect("a missing child is fine"), Cleanup::Done);
     }
 

@@ -76,7 +76,7 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
     {
         println!("the watch of Databases has not listed yet; creating them anyway");
     }
-    let operator = Running::start(client.clone(), Handlers::new(client.clone()), ns);
+    let operator = Running::start(client.clone(), Handlers::new(), ns);
     cluster::create_databases(&client, ns, options.objects, 16).await?;
 
     let mut snapshots = tracker.snapshots.clone();

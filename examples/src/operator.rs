@@ -95,7 +95,7 @@ pub struct RunOptions {
 pub async fn run(options: RunOptions) -> Result<ExitCode, BoxError> {
     // Without kube's own retry of 429/503/504: the engine paces and retries on what it sees.
     let client = kube_fsm::client(kube::Config::infer().await?)?;
-    let handlers = Handlers::new(client.clone()).with_latency(options.handler_latency);
+    let handlers = Handlers::new().with_latency(options.handler_latency);
     let mut registry = Registry::default();
     let metrics = kube_fsm::metrics::Metrics::default();
     metrics.register(&mut registry);

@@ -75,7 +75,7 @@ pub async fn run(options: RiskDemoOptions) -> Result<ExitCode, BoxError> {
     refuse_out_of_range_timeout(&client, &tenants[0]).await?;
 
     let (stop, stopped) = oneshot::channel::<()>();
-    let handlers = Handlers::new(client.clone(), options.platform_namespace.clone());
+    let handlers = Handlers::new(options.platform_namespace.clone());
     let operator = tokio::spawn(
         riskengine::operator(client.clone(), handlers)
             .shutdown_on(async move {

@@ -93,19 +93,11 @@ pub enum HandlerError {
     Condition(#[from] ConditionError),
 }
 
-/// The handlers: where the platform keeps its allow-list, and a client for the cleanup.
-#[derive(Clone)]
+/// The handlers: where the platform keeps its allow-list. They hold no client: every request
+/// goes through the step's (or, in cleanup, the given) `Context`.
+#[derive(Clone, Debug)]
 pub struct Handlers {
-    client: Client,
     platform_namespace: String,
-}
-
-impl std::fmt::Debug for Handlers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handlers")
-            .field("platform_namespace", &self.platform_namespace)
-            .finish_non_exhaustive()
-    }
 }
 
 /// The operator for RiskEngines in every namespace: children (ConfigMaps and Secrets with the
@@ -149,11 +141,9 @@ fn listed(cm: &ConfigMap) -> Vec<String> {
 }
 
 impl Handlers {
-    /// Handlers reading the allow-list from `platform_namespace`, deleting children with
-    /// `client` on cleanup.
-    pub fn new(client: Client, platform_namespace: impl Into<String>) -> Self {
+    /// Handlers reading the allow-list from `platform_namespace`.
+    pub fn new(platform_namespace: impl Into<String>) -> Self {
         Handlers {
-            client,
             platform_namespace: platform_namespace.into(),
         }
     }
@@ -389,10 +379,14 @@ impl RiskEngineHandler for Handlers {
     }
 
     /// Deletes both children (envtest runs no garbage collector to follow the owner).
-    async fn cleanup(&self, engine: &RiskEngine) -> Result<Cleanup, HandlerError> {
+    async fn cleanup(
+        &self,
+        engine: &RiskEngine,
+        context: &kube_fsm::Context,
+    ) -> Result<Cleanup, HandlerError> {
         let ns = engine.namespace().unwrap_or_else(|| "default".into());
-        let configs: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+        let configs: Api<ConfigMap> = Api::namespaced(context.client().clone(), &ns);
+        let secrets: Api<Secret> = Api::namespaced(context.client().clone(), &ns);
         for deleted in [
             configs
                 .delete(&config_name(engine), &DeleteParams::background())
@@ -477,15 +471,15 @@ mod tests {
         )
     }
 
-    fn handlers(context: &Context) -> Handlers {
-        Handlers::new(context.client().clone(), PLATFORM)
+    fn handlers() -> Handlers {
+        Handlers::new(PLATFORM)
     }
 
     #[tokio::test]
     async fn a_version_off_the_list_stays_in_validating_with_a_message() {
         let context = context(vec![allow_list("1.4, 1.5")]);
         let engine = testing::in_phase(engine("0.9"), RiskEnginePhase::Validating);
-        let outcome = testing::step_in(&handlers(&context), &engine, Timestamp::now(), &context)
+        let outcome = testing::step_in(&handlers(), &engine, Timestamp::now(), &context)
             .await
             .expect("no error: a condition");
         assert_eq!(outcome.phase, RiskEnginePhase::Validating);
@@ -504,7 +498,7 @@ mod tests {
     async fn a_missing_allow_list_is_a_condition_too() {
         let context = context(vec![]);
         let engine = testing::in_phase(engine("1.4"), RiskEnginePhase::Validating);
-        let outcome = testing::step_in(&handlers(&context), &engine, Timestamp::now(), &context)
+        let outcome = testing::step_in(&handlers(), &engine, Timestamp::now(), &context)
             .await
             .expect("no error");
         assert_eq!(outcome.conditions()[0].reason, "AllowListMissing");
@@ -514,7 +508,7 @@ mod tests {
     async fn an_allowed_version_deploys_and_reports_it_in_the_status() {
         let context = context(vec![allow_list("1.4 1.5")]);
         let validating = testing::in_phase(engine("1.5"), RiskEnginePhase::Validating);
-        let handlers = handlers(&context);
+        let handlers = handlers();
         let validated = testing::step_in(&handlers, &validating, Timestamp::now(), &context)
             .await
             .expect("validated");

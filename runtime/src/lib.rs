@@ -68,7 +68,7 @@ pub use children::Applied;
 pub use context::{Context, ContextError};
 pub use controller::{Operator, Stopped, owner_reference};
 pub use crd::crd;
-pub use engine::{Reconcilable, ReconcileError, RecordedEvents};
+pub use engine::{EngineRequest, Reconcilable, ReconcileError, RecordedEvents};
 pub use handler::dispatch::Dispatch;
 pub use health::{Connection, Health};
 pub use kube_fsm_macros::state_machine;
@@ -87,6 +87,7 @@ pub mod __private {
     //! Every path the generated code names, and only those (a test of the macro checks that
     //! it names nothing else): the runtime's modules may move without breaking users' builds.
     //! Not a public API.
+    pub use crate::handler::context::Context;
     pub use crate::handler::dispatch::Dispatch;
     pub use crate::handler::step::Step;
     pub use crate::model::machine::UnknownPhase;

@@ -50,7 +50,11 @@ impl DatabaseHandler for Databases {
         Ok(Next::Stay)
     }
 
-    async fn cleanup(&self, _: &Database) -> Result<Cleanup, ConditionError> {
+    async fn cleanup(
+        &self,
+        _: &Database,
+        _: &kube_fsm::Context,
+    ) -> Result<Cleanup, ConditionError> {
         Ok(Cleanup::Done)
     }
 }

@@ -190,8 +190,12 @@ impl DatabaseHandler for ChaosHandler {
         Ok(Next::Stay)
     }
 
-    async fn cleanup(&self, db: &Database) -> Result<Cleanup, ConditionError> {
+    async fn cleanup(
+        &self,
+        db: &Database,
+        context: &kube_fsm::Context,
+    ) -> Result<Cleanup, ConditionError> {
         self.observer.cleaned(&db.uid().unwrap_or_default());
-        Databases.cleanup(db).await
+        Databases.cleanup(db, context).await
     }
 }

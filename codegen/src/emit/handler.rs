@@ -25,7 +25,7 @@ pub fn handler_trait(lowered: &Lowered<'_>) -> TokenStream {
         let cleanup_doc = doc(cleanup_doc);
         quote! {
             #cleanup_doc
-            fn cleanup(&self, object: &#kind)
+            fn cleanup(&self, object: &#kind, context: &::kube_fsm::__private::Context)
                 -> impl ::core::future::Future<Output = ::core::result::Result<::kube_fsm::__private::Cleanup, Self::Error>> + ::core::marker::Send;
         }
     });
@@ -72,7 +72,7 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
         }
     });
     let cleanup = if lowered.docs.cleanup.is_some() {
-        quote!(::std::boxed::Box::pin(handler.cleanup(object)))
+        quote!(::std::boxed::Box::pin(handler.cleanup(object, context)))
     } else {
         quote!(::std::boxed::Box::pin(::core::future::ready(
             ::core::result::Result::Ok(::kube_fsm::__private::Cleanup::Done)
@@ -120,7 +120,7 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
                 }
 
                 #[allow(unused_variables)]
-                fn cleanup<'a>(handler: &'a H, object: &'a Self)
+                fn cleanup<'a>(handler: &'a H, object: &'a Self, context: &'a ::kube_fsm::__private::Context)
                     -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::__private::Cleanup, H::Error>> {
                     #cleanup
                 }

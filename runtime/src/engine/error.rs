@@ -10,9 +10,14 @@ use crate::pure::decide::IllegalTransition;
 /// written); the controller retries with per-object backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    /// The API server refused a request or could not be reached.
-    #[error("Kubernetes API error: {0}")]
-    Kube(#[from] kube::Error),
+    /// The API server refused one of the engine's requests, or could not be reached.
+    #[error("{request} failed: {source}")]
+    Request {
+        /// Which request.
+        request: EngineRequest,
+        /// What the API server (or the connection) answered.
+        source: kube::Error,
+    },
     /// A phase handler, hook or cleanup failed.
     #[error("handler failed: {0}")]
     Handler(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -28,6 +33,43 @@ pub enum ReconcileError {
     /// A cache handlers read has not been filled in time.
     #[error(transparent)]
     Context(#[from] crate::handler::context::ContextError),
+}
+
+/// Which of the engine's requests failed (see [`ReconcileError::Request`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EngineRequest {
+    /// The resourceVersion-locked status patch of a step.
+    StatusWrite,
+    /// The patch that adds or removes the machine's finalizer.
+    Finalizer,
+    /// The GET of the object after a write conflicted.
+    ReRead,
+    /// A shard label written onto a child before the step (with sharding).
+    ShardLabel,
+}
+
+impl std::fmt::Display for EngineRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EngineRequest::StatusWrite => "the status write",
+            EngineRequest::Finalizer => "the finalizer update",
+            EngineRequest::ReRead => "the re-read after a conflict",
+            EngineRequest::ShardLabel => "a child's shard label write",
+        })
+    }
+}
+
+/// Names the request a `kube::Error` came from.
+pub(crate) trait During<T> {
+    /// This result, its error as the failure of `request`.
+    fn during(self, request: EngineRequest) -> Result<T, ReconcileError>;
+}
+
+impl<T> During<T> for Result<T, kube::Error> {
+    fn during(self, request: EngineRequest) -> Result<T, ReconcileError> {
+        self.map_err(|source| ReconcileError::Request { request, source })
+    }
 }
 
 impl ReconcileError {
@@ -110,9 +152,37 @@ mod tests {
     }
 
     #[test]
+    fn an_engine_error_names_the_request_that_failed() {
+        let refused = |request| ReconcileError::Request {
+            request,
+            source: api(500),
+        };
+        for (request, named) in [
+            (EngineRequest::StatusWrite, "the status write failed: "),
+            (EngineRequest::Finalizer, "the finalizer update failed: "),
+            (
+                EngineRequest::ReRead,
+                "the re-read after a conflict failed: ",
+            ),
+            (
+                EngineRequest::ShardLabel,
+                "a child's shard label write failed: ",
+            ),
+        ] {
+            let message = refused(request).to_string();
+            assert!(message.starts_with(named), "{message}");
+            assert!(refused(request).is_connection());
+        }
+    }
+
+    #[test]
     fn a_handlers_refused_request_is_a_connection_failure_as_the_engines_is() {
         for code in [429, 500, 503] {
-            assert!(ReconcileError::Kube(api(code)).is_connection(), "{code}");
+            let own = ReconcileError::Request {
+                request: EngineRequest::StatusWrite,
+                source: api(code),
+            };
+            assert!(own.is_connection(), "{code}");
             let handler = ReconcileError::Handler(Box::new(ChildFailed(api(code))));
             assert!(handler.is_connection(), "a handler's {code}");
         }

@@ -47,7 +47,7 @@ where
         if !present {
             return Ok(Gate::Stop(Attempt::Done(None)));
         }
-        let cleanup = K::cleanup(&self.handler, &object)
+        let cleanup = K::cleanup(&self.handler, &object, &self.context)
             .await
             .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
         if let Cleanup::InProgress(after) = cleanup {

@@ -55,7 +55,8 @@ impl<K, H> Reconcilable<H> for K where
 }
 
 pub use config::{EngineConfig, RecordedEvents};
-pub use error::ReconcileError;
+pub(crate) use error::During;
+pub use error::{EngineRequest, ReconcileError};
 
 /// A failure of the API server itself makes a `ReconcileFailed` Event once it happened this
 /// many times in a row to one object.
@@ -309,7 +310,8 @@ where
         if failure == Failure::Other {
             tracing::warn!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
         } else {
-            if matches!(error, ReconcileError::Kube(e) if !matches!(e, kube::Error::Api(_))) {
+            if matches!(error, ReconcileError::Request { source, .. } if !matches!(source, kube::Error::Api(_)))
+            {
                 engine.health.lost(error);
             }
             tracing::debug!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
@@ -355,7 +357,10 @@ where
             .await?;
         // With sharding: its children without a shard label get it now, and are cached.
         if let Some(labeller) = &self.labeller {
-            labeller.adopt_children(object.meta()).await?;
+            labeller
+                .adopt_children(object.meta())
+                .await
+                .during(EngineRequest::ShardLabel)?;
         }
         let api = self.api_for(&object);
         let mut conflicts = 0;
@@ -372,7 +377,11 @@ where
                 return Err(ReconcileError::Conflicts(conflicts));
             }
             // Someone else wrote the object: look again at what the server holds.
-            let Some(fresh) = api.get_opt(&object.name_any()).await? else {
+            let Some(fresh) = api
+                .get_opt(&object.name_any())
+                .await
+                .during(EngineRequest::ReRead)?
+            else {
                 self.memory.forget(&object);
                 return Ok(None);
             };

@@ -70,7 +70,10 @@ where
             }
             Some(Ok(write)) => return Ok(Option::<Attempt>::from(write)),
             // The API server refuses the way back (its CEL rule).
-            Some(Err(ReconcileError::Kube(kube::Error::Api(status)))) if status.code == 422 => {
+            Some(Err(ReconcileError::Request {
+                source: kube::Error::Api(status),
+                ..
+            })) if status.code == 422 => {
                 tracing::warn!(object = %object.name_any(), message = %status.message, "write refused");
                 remedy = drift.unrevertable();
             }

@@ -6,7 +6,7 @@ use kube::api::Patch;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
-use crate::engine::{Engine, Reconcilable, ReconcileError};
+use crate::engine::{During, Engine, EngineRequest, Reconcilable, ReconcileError};
 use crate::ha::fence;
 
 /// How a locked write ended.
@@ -48,7 +48,7 @@ where
         Ok(written)
     }
 
-    /// Merge-patches the object itself (its metadata) with `patch`.
+    /// Merge-patches the object itself (its metadata: the finalizers) with `patch`.
     pub(crate) async fn write_object(
         &self,
         api: &Api<K>,
@@ -95,7 +95,10 @@ where
                 self.memory.forget(object);
                 Ok(Write::Gone)
             }
-            Err(err) => Err(err.into()),
+            Err(err) => Err(err).during(match target {
+                Target::Status => EngineRequest::StatusWrite,
+                Target::Object => EngineRequest::Finalizer,
+            }),
         }
     }
 }

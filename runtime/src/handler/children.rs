@@ -96,9 +96,24 @@ impl<K: StateMachine> Step<K> {
     /// ([`Applied::Unchanged`]): a converged operator writes nothing, and a field a handler
     /// stops setting is removed, as server-side apply removes it. The written child goes
     /// into the cache at once, so the next step reads it even before its watch event arrives.
-    /// With [`crate::Operator::replicas`] with [`crate::Sharding`], the child also gets its owner's shard label, and
-    /// the request is not sent once this replica no longer holds the owner's shard
-    /// ([`ContextError::Fenced`]; so for [`Step::delete`] and [`Step::publish`]).
+    /// With [`crate::Operator::replicas`] with [`crate::Sharding`], the child also gets its
+    /// owner's shard label.
+    ///
+    /// # Errors
+    ///
+    /// [`ContextError::Fenced`] when this replica no longer holds the owner's shard (the
+    /// request is not sent; so for [`Step::delete`] and [`Step::publish`]); the API server's
+    /// refusal or an unreachable server as [`ContextError::Kube`];
+    /// [`ContextError::ForeignNamespace`] for a child in another namespace than its owner's
+    /// (Kubernetes would garbage-collect it); [`ContextError::NoOwner`] when the object cannot
+    /// own children. A kind the operator does not watch (`Operator::owns`) is applied on every
+    /// call, as nothing tells the engine it is unchanged.
+    ///
+    /// # Guarantees
+    ///
+    /// The request is sent at most once per call and only while the reconcile's holding
+    /// stands; a step that returns the error leaves the object's status as it was (the
+    /// engine retries the reconcile with backoff), so an apply is never lost, only repeated.
     ///
     /// ```no_run
     /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::context::ContextError> {
@@ -165,6 +180,17 @@ impl<K: StateMachine> Step<K> {
 
     /// Deletes the object `name` of `C` in the object's namespace (in the background: its own
     /// dependents follow), and drops it from the cache at once. Returns whether it existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Step::apply`]: [`ContextError::Fenced`] once the owner's shard is no longer held
+    /// (nothing is sent), the API server's answer as [`ContextError::Kube`] (a missing object
+    /// is not an error: `Ok(false)`).
+    ///
+    /// # Guarantees
+    ///
+    /// The object stays out of the cache until its deletion event or the next list, so the
+    /// next step does not read it back from an older event.
     ///
     /// ```no_run
     /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::ContextError> {

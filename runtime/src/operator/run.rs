@@ -39,6 +39,21 @@ where
 {
     /// Runs until the shutdown signal, or, with leader election, until the Lease is lost
     /// (then exit the process and let it be restarted).
+    ///
+    /// # Errors
+    ///
+    /// None reach the caller: a failed reconcile is retried with per-object backoff (and
+    /// recorded as a `ReconcileFailed` Event, a metric and a log line), a failed watch
+    /// reconnects with backoff. [`Stopped`] says why `run` returned: the signal, or
+    /// [`Stopped::LeaseLost`] (exit the process then, so that a restart waits for the Lease).
+    ///
+    /// # Guarantees
+    ///
+    /// An object's status moves only along the spec's edges (every write is locked on the
+    /// resourceVersion its step read); a transition is never lost to a conflict or an API
+    /// error (the reconcile runs again on what the server holds); with
+    /// [`Operator::replicas`], no two replicas reconcile one object at once. On the signal,
+    /// reconciles under way finish before `run` returns.
     pub async fn run(mut self) -> Stopped {
         let signal: Signal = self
             .shutdown

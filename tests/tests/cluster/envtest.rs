@@ -108,7 +108,7 @@ impl DatabaseHandler for DbHandler {
         Ok(Next::Stay)
     }
 
-    async fn cleanup(&self, _: &Database) -> Result<Cleanup, TestError> {
+    async fn cleanup(&self, _: &Database, _: &kube_fsm::Context) -> Result<Cleanup, TestError> {
         self.0.cleanups.fetch_add(1, Ordering::SeqCst);
         Ok(if self.0.allow_cleanup.load(Ordering::SeqCst) {
             Cleanup::Done

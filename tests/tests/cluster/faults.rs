@@ -159,7 +159,7 @@ impl DatabaseHandler for Patient {
         Ok(Next::Stay)
     }
 
-    async fn cleanup(&self, _: &Database) -> Result<Cleanup, TestError> {
+    async fn cleanup(&self, _: &Database, _: &kube_fsm::Context) -> Result<Cleanup, TestError> {
         Ok(Cleanup::Done)
     }
 }
@@ -280,7 +280,7 @@ impl DatabaseHandler for Deleting {
         Ok(Next::Stay)
     }
 
-    async fn cleanup(&self, _: &Database) -> Result<Cleanup, TestError> {
+    async fn cleanup(&self, _: &Database, _: &kube_fsm::Context) -> Result<Cleanup, TestError> {
         self.cleanups.fetch_add(1, Ordering::SeqCst);
         Ok(Cleanup::Done)
     }

@@ -96,7 +96,11 @@ impl DatabaseHandler for Endpoints {
         Ok(Next::Stay)
     }
 
-    async fn cleanup(&self, _: &Database) -> Result<kube_fsm::Cleanup, TestError> {
+    async fn cleanup(
+        &self,
+        _: &Database,
+        _: &kube_fsm::Context,
+    ) -> Result<kube_fsm::Cleanup, TestError> {
         Ok(kube_fsm::Cleanup::Done)
     }
 }
@@ -320,7 +324,11 @@ impl DatabaseHandler for Children {
         Ok(Next::Stay)
     }
 
-    async fn cleanup(&self, _: &Database) -> Result<kube_fsm::Cleanup, TestError> {
+    async fn cleanup(
+        &self,
+        _: &Database,
+        _: &kube_fsm::Context,
+    ) -> Result<kube_fsm::Cleanup, TestError> {
         Ok(kube_fsm::Cleanup::Done)
     }
 }

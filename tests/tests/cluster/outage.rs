@@ -64,8 +64,12 @@ impl DatabaseHandler for Gated {
         Databases.on_degraded(db, step).await
     }
 
-    async fn cleanup(&self, db: &Database) -> Result<Cleanup, ConditionError> {
-        Databases.cleanup(db).await
+    async fn cleanup(
+        &self,
+        db: &Database,
+        context: &kube_fsm::Context,
+    ) -> Result<Cleanup, ConditionError> {
+        Databases.cleanup(db, context).await
     }
 }
 

@@ -170,8 +170,12 @@ impl DatabaseHandler for Noted {
         Ok(Databases.on_degraded(db, step).await?)
     }
 
-    async fn cleanup(&self, db: &Database) -> Result<Cleanup, NotedError> {
-        Ok(Databases.cleanup(db).await?)
+    async fn cleanup(
+        &self,
+        db: &Database,
+        context: &kube_fsm::Context,
+    ) -> Result<Cleanup, NotedError> {
+        Ok(Databases.cleanup(db, context).await?)
     }
 }
 

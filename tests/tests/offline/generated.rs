@@ -244,7 +244,11 @@ impl DatabaseHandler for Handlers {
         Err(HandlerError)
     }
 
-    async fn cleanup(&self, _db: &Database) -> Result<kube_fsm::Cleanup, HandlerError> {
+    async fn cleanup(
+        &self,
+        _db: &Database,
+        _: &kube_fsm::Context,
+    ) -> Result<kube_fsm::Cleanup, HandlerError> {
         Ok(kube_fsm::Cleanup::Done)
     }
 }

@@ -89,7 +89,11 @@ impl DatabaseHandler for Arbitrary {
         })
     }
 
-    async fn cleanup(&self, _: &Database) -> Result<kube_fsm::Cleanup, Error> {
+    async fn cleanup(
+        &self,
+        _: &Database,
+        _: &kube_fsm::Context,
+    ) -> Result<kube_fsm::Cleanup, Error> {
         Ok(kube_fsm::Cleanup::Done)
     }
 

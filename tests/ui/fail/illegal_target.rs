@@ -40,7 +40,7 @@ impl DatabaseHandler for Handlers {
         Ok(Next::Stay)
     }
 
-    async fn cleanup(&self, _: &Database) -> Result<kube_fsm::Cleanup, Error> {
+    async fn cleanup(&self, _: &Database, _: &kube_fsm::Context) -> Result<kube_fsm::Cleanup, Error> {
         Ok(kube_fsm::Cleanup::Done)
     }
 }

@@ -59,7 +59,7 @@ impl DatabaseHandler for Handlers {
         Ok(DatabaseDegradedEvent::Fail.into())
     }
 
-    async fn cleanup(&self, _: &Database) -> Result<Cleanup, Error> {
+    async fn cleanup(&self, _: &Database, _: &kube_fsm::Context) -> Result<Cleanup, Error> {
         Ok(Cleanup::Done)
     }
 
