@@ -31,7 +31,8 @@
 //! ```
 #![deny(missing_docs)]
 
-// The layers, each importing only those listed before it (checked by `scripts/layers`).
+// The layers, bottom to top: model, pure, observe, watch, ha, handler, engine, operator (then
+// admission and testing); each names only those below it (checked by `scripts/layers`).
 #[cfg(feature = "admission")]
 pub mod admission;
 mod engine;
