@@ -1,0 +1,37 @@
+//! The README's quick start is `examples/quickstart.rs` and `specs/job.yaml` of this crate,
+//! word for word: CI compiles the example (`cargo clippy --all-targets`), so the README's code
+//! compiles too.
+
+use std::path::Path;
+
+fn read(relative: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+/// The first fenced block of `language` after `after` in the README's quick start.
+fn block(readme: &str, after: &str, language: &str) -> String {
+    let quick_start = &readme[readme.find("## Quick start").expect("a quick start")..];
+    let from = &quick_start[quick_start.find(after).expect(after)..];
+    let fence = format!("```{language}\n");
+    let start = from.find(&fence).expect("a fenced block") + fence.len();
+    let end = from[start..].find("```").expect("its end") + start;
+    from[start..end].to_owned()
+}
+
+#[test]
+fn the_readme_quick_start_is_the_example_that_ci_compiles() {
+    let readme = read("../README.md");
+    let example = read("examples/quickstart.rs");
+    let code = &example[example.find("use ").expect("the example's code")..];
+    assert_eq!(
+        block(&readme, "`src/main.rs`:", "rust"),
+        code,
+        "README's quick start and examples/examples/quickstart.rs differ"
+    );
+    assert_eq!(
+        block(&readme, "`specs/job.yaml`:", "yaml"),
+        read("specs/job.yaml"),
+        "README's spec and examples/specs/job.yaml differ"
+    );
+}
