@@ -41,8 +41,16 @@ fn check(specs: &[PathBuf]) -> ExitCode {
     let mut failed = false;
     for path in specs {
         let display = path.display().to_string();
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
+        let text = match std::fs::read(path).map(String::from_utf8) {
+            Ok(Ok(text)) => text,
+            Ok(Err(_)) => {
+                // The macro's words for the same file.
+                eprintln!(
+                    "error: the spec file `{display}` is not UTF-8 text\n = help: save the spec as UTF-8"
+                );
+                failed = true;
+                continue;
+            }
             Err(err) => {
                 eprintln!("error: cannot read the spec file `{display}`: {err}");
                 failed = true;

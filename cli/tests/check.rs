@@ -96,6 +96,17 @@ fn the_reference_specs_pass_and_a_missing_file_fails() {
     );
     assert_eq!(printed.matches(": ok (").count(), 3, "{printed}");
 
+    let latin1 = std::env::temp_dir().join(format!("kube-fsm-check-{}.yaml", std::process::id()));
+    std::fs::write(&latin1, b"phases:\n  Caf\xe9: {}\n").expect("a temporary file");
+    let out = check(&[latin1.to_str().expect("a UTF-8 path")]);
+    let _ = std::fs::remove_file(&latin1);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not UTF-8 text"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     let out = check(&["../specs/database.yaml", "no/such/spec.yaml"]);
     assert_eq!(out.status.code(), Some(1));
     let printed = String::from_utf8_lossy(&out.stderr);
