@@ -64,11 +64,14 @@ pub fn check(display: &str, text: &str) -> Result<Checked, Vec<String>> {
             phases: machine.phases.len(),
             transitions: machine.edges.len(),
         }),
-        _ => {
-            errors.sort_by_key(diag::Diagnostic::pos);
-            Err(errors.iter().map(|d| d.render(Some(&file))).collect())
-        }
+        _ => Err(rendered(&mut errors, &file)),
     }
+}
+
+/// `errors` in file order, each rendered as the compiler shows it.
+fn rendered(errors: &mut [diag::Diagnostic], file: &SourceFile) -> Vec<String> {
+    errors.sort_by_key(diag::Diagnostic::pos);
+    errors.iter().map(|d| d.render(Some(file))).collect()
 }
 
 /// How long each stage took on one spec (see [`timed`]).
@@ -99,7 +102,7 @@ pub fn timed(
     let mut stages = Stages::default();
     let started = Instant::now();
     let file = SourceFile::new(source, text);
-    let node = read::yaml::parse(&file.text).map_err(|d| vec![d.render(Some(&file))])?;
+    let node = read::yaml::parse(&file.text).map_err(|d| rendered(&mut [d], &file))?;
     let parsed = Instant::now();
     stages.parse = parsed - started;
     let mut diags = Diagnostics::default();
@@ -109,9 +112,9 @@ pub fn timed(
     let machine = validate::validate(&raw, &mut diags);
     let validated = Instant::now();
     stages.validate = validated - read;
-    let errors = diags.into_vec();
+    let mut errors = diags.into_vec();
     if !errors.is_empty() {
-        return Err(errors.iter().map(|d| d.render(Some(&file))).collect());
+        return Err(rendered(&mut errors, &file));
     }
     let kind = Ident::new(kind, Span::call_site());
     let field = Ident::new(status_field, Span::call_site());

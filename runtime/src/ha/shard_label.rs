@@ -32,6 +32,7 @@ use crate::ha::lease::Observed;
 use crate::ha::shards::Shards;
 use crate::observe::metrics::MachineMetrics;
 use crate::pure::backoff::Backoff;
+use crate::pure::selection;
 use crate::watch::scope::Scoped;
 
 /// The unlabelled children of one owned kind, and how they get their owner's label (see
@@ -156,11 +157,10 @@ impl Labeller {
     where
         K: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     {
-        let invalid = self.shards.sharding.unlabelled_selector();
-        let unlabelled = match selector {
-            Some(selector) => format!("{selector},{invalid}"),
-            None => invalid,
-        };
+        let unlabelled = selection::both(
+            selector.as_deref(),
+            &self.shards.sharding.unlabelled_selector(),
+        );
         let mut served = self.shards.selector();
         loop {
             while !self.shards.serves_shard(0) {

@@ -16,7 +16,7 @@ use kube::{Client, Resource};
 use crate::ha::shard_children::Unlabelled;
 use crate::ha::shard_label::Labeller;
 use crate::handler::context::Caches;
-use crate::pure::selection::Selection;
+use crate::pure::selection::{self, Selection};
 use crate::watch;
 use crate::watch::cache::{Cache, Watched};
 use crate::watch::health::Health;
@@ -209,11 +209,10 @@ where
     K: Watched,
     R: Watched,
 {
-    let invalid = labeller.shards.sharding.unlabelled_selector();
-    let unlabelled = match &config.label_selector {
-        Some(selector) => format!("{selector},{invalid}"),
-        None => invalid,
-    };
+    let unlabelled = selection::both(
+        config.label_selector.as_deref(),
+        &labeller.shards.sharding.unlabelled_selector(),
+    );
     let found = Arc::new(Cache::<PartialObjectMeta<R>>::new());
     with.caches.insert(found.clone());
     labeller

@@ -6,6 +6,14 @@
 
 use kube::api::ObjectMeta;
 
+/// The label selector that requires both `theirs` (a watch's own, if any) and `ours`.
+pub(crate) fn both(theirs: Option<&str>, ours: &str) -> String {
+    match theirs {
+        Some(theirs) => format!("{theirs},{ours}"),
+        None => ours.to_owned(),
+    }
+}
+
 /// The selection of one watch. A requirement this module cannot evaluate (a field other than
 /// the name and the namespace, or a malformed selector the API server would refuse anyway)
 /// is taken as met.
@@ -140,6 +148,12 @@ fn requirement(part: &str) -> Option<Requirement> {
 mod tests {
     use super::*;
     use kube::runtime::watcher;
+
+    #[test]
+    fn both_selectors_are_required_together() {
+        assert_eq!(both(None, "shard notin (0,1)"), "shard notin (0,1)");
+        assert_eq!(both(Some("app=db"), "shard in (1)"), "app=db,shard in (1)");
+    }
 
     fn meta(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
         ObjectMeta {

@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use crate::observe::metrics::MachineMetrics;
+use crate::pure::selection::both;
 use crate::pure::slim::{slim, slim_keeping_applies};
 use crate::watch::cache::{Cache, Cached, Watched};
 use crate::watch::health::{HEALTHY_RESET, Health, ReconnectBackoff};
@@ -166,10 +167,7 @@ where
                 .chain(futures::stream::pending())
                 .boxed(),
             Some(ours) => {
-                let labels = match &config.label_selector {
-                    Some(theirs) => format!("{theirs},{ours}"),
-                    None => ours.clone(),
-                };
+                let labels = both(config.label_selector.as_deref(), ours);
                 watcher(api.clone(), config.clone().labels(&labels)).boxed()
             }
         }
