@@ -6,7 +6,8 @@
 //! `status.phase` to the longest phase name), a list literal `10 + n`, `x in list` one
 //! comparison per item, every `||`, `&&` and `!` 1.
 
-use kube_fsm::{MachineData, StateMachine};
+use kube_fsm::StateMachine;
+use kube_fsm::machine::MachineData;
 use kube_fsm_benches::Big;
 
 /// The API server's limit on one rule's estimated cost (`PerCallLimit`).

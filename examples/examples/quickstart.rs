@@ -36,9 +36,9 @@ pub struct JobStatus {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Child(#[from] kube_fsm::ContextError),
+    Child(#[from] kube_fsm::handler::ContextError),
     #[error(transparent)]
-    Condition(#[from] kube_fsm::conditions::ConditionError),
+    Condition(#[from] kube_fsm::handler::ConditionError),
 }
 
 struct Handlers;

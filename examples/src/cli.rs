@@ -241,21 +241,25 @@ impl Run {
             .unwrap_or_else(|| "default".into());
         let lease_duration = Duration::from_secs(self.lease_duration);
         let election = self.leader_elect.then(|| {
-            let election = kube_fsm::LeaderElection::new("kube-fsm-examples", &lease_namespace)
-                .duration(lease_duration);
+            let election =
+                kube_fsm::controller::LeaderElection::new("kube-fsm-examples", &lease_namespace)
+                    .duration(lease_duration);
             match &self.identity {
                 Some(identity) => election.identity(identity.clone()),
                 None => election,
             }
         });
         let sharding = (self.shards > 0).then(|| {
-            let sharding =
-                kube_fsm::Sharding::new("kube-fsm-examples", &lease_namespace, self.shards)
-                    .key(match self.shard_key {
-                        ShardKeyArg::Uid => kube_fsm::ShardKey::Uid,
-                        ShardKeyArg::Namespace => kube_fsm::ShardKey::Namespace,
-                    })
-                    .duration(lease_duration);
+            let sharding = kube_fsm::controller::Sharding::new(
+                "kube-fsm-examples",
+                &lease_namespace,
+                self.shards,
+            )
+            .key(match self.shard_key {
+                ShardKeyArg::Uid => kube_fsm::controller::ShardKey::Uid,
+                ShardKeyArg::Namespace => kube_fsm::controller::ShardKey::Namespace,
+            })
+            .duration(lease_duration);
             match &self.identity {
                 Some(identity) => sharding.identity(identity.clone()),
                 None => sharding,
@@ -266,9 +270,9 @@ impl Run {
             metrics_addr: self.metrics_addr,
             election,
             events: match self.events {
-                EventsArg::All => kube_fsm::RecordedEvents::All,
-                EventsArg::Warnings => kube_fsm::RecordedEvents::Warnings,
-                EventsArg::Off => kube_fsm::RecordedEvents::Off,
+                EventsArg::All => kube_fsm::controller::RecordedEvents::All,
+                EventsArg::Warnings => kube_fsm::controller::RecordedEvents::Warnings,
+                EventsArg::Off => kube_fsm::controller::RecordedEvents::Off,
             },
             concurrency: self.concurrency,
             handler_latency: Duration::from_millis(self.handler_latency),

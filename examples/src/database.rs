@@ -26,8 +26,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DeleteParams;
 use kube::{Api, CustomResource, ResourceExt};
-use kube_fsm::conditions::ConditionError;
-use kube_fsm::{Cleanup, ContextError, MachineStatus, Next, Step, state_machine};
+use kube_fsm::handler::ConditionError;
+use kube_fsm::handler::ContextError;
+use kube_fsm::{Cleanup, MachineStatus, Next, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -280,7 +281,7 @@ mod tests {
 
     use k8s_openapi::jiff::Timestamp;
     use kube::client::Body;
-    use kube_fsm::cache::Cache;
+    use kube_fsm::handler::Cache;
     use kube_fsm::{Context, testing};
 
     use super::*;
@@ -344,7 +345,8 @@ mod tests {
     fn stored_child(db: &Database) -> ConfigMap {
         let mut child = desired_child(db);
         child.metadata.namespace = db.namespace();
-        child.metadata.owner_references = kube_fsm::owner_reference(db).map(|o| vec![o]);
+        child.metadata.owner_references =
+            kube_fsm::controller::owner_reference(db).map(|o| vec![o]);
         child.metadata.resource_version = Some("5".into());
         child
     }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::runtime::watcher;
-use kube_fsm::{LeaderElection, Stopped};
+use kube_fsm::Stopped;
+use kube_fsm::controller::LeaderElection;
 use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -77,13 +78,13 @@ pub struct RunOptions {
     /// Reconcile only while holding this Lease.
     pub election: Option<LeaderElection>,
     /// Which of the engine's Events to record.
-    pub events: kube_fsm::RecordedEvents,
+    pub events: kube_fsm::controller::RecordedEvents,
     /// At most this many reconciles at once (0: unbounded).
     pub concurrency: u16,
     /// How long the Pending and Provisioning handlers wait, as on an external system.
     pub handler_latency: std::time::Duration,
     /// Spread the objects over the replicas running with the same sharding.
-    pub sharding: Option<kube_fsm::Sharding>,
+    pub sharding: Option<kube_fsm::controller::Sharding>,
     /// The field manager of every write, if not kube-fsm's default.
     pub field_manager: Option<String>,
     /// Serve (and maybe register) the admission webhook.

@@ -22,8 +22,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DeleteParams;
 use kube::runtime::watcher;
 use kube::{Api, Client, CustomResource, ResourceExt};
-use kube_fsm::conditions::ConditionError;
-use kube_fsm::{Cleanup, ContextError, MachineStatus, Next, Step, state_machine};
+use kube_fsm::handler::ConditionError;
+use kube_fsm::handler::ContextError;
+use kube_fsm::{Cleanup, MachineStatus, Next, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -417,7 +418,7 @@ pub fn crd()
 mod tests {
     use k8s_openapi::jiff::Timestamp;
     use kube::client::Body;
-    use kube_fsm::cache::Cache;
+    use kube_fsm::handler::Cache;
     use kube_fsm::{Context, testing};
 
     use super::*;

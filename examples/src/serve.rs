@@ -14,7 +14,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use kube_fsm::admission::WebhookHealth;
-use kube_fsm::{Connection, Health};
+use kube_fsm::controller::{Connection, Health};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 

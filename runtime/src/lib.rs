@@ -31,13 +31,15 @@
 //! ```
 #![deny(missing_docs)]
 
-// The layers, bottom to top: model, pure, observe, watch, ha, handler, engine, operator (then
-// admission and testing); each names only those below it (checked by `scripts/layers`).
+// The layers, bottom to top: model, pure, observe, watch, ha, handling, engine, operator (then
+// admission and testing); each names only those below it (checked by `scripts/layers`). What
+// users see is below: about fifteen items at the root and a module per topic, each item
+// reachable by one path.
 #[cfg(feature = "admission")]
 pub mod admission;
 mod engine;
 mod ha;
-mod handler;
+mod handling;
 mod model;
 mod observe;
 mod operator;
@@ -45,52 +47,87 @@ mod pure;
 pub mod testing;
 mod watch;
 
-pub use ha::{leader, shard};
-#[doc(hidden)]
-pub use handler::step_plan;
-pub use handler::{children, context, step};
-pub use model::{conditions, crd, machine, next, status};
-pub use observe::metrics;
-#[cfg(feature = "otlp")]
-pub use observe::telemetry;
-pub use pure::{backoff, drift};
-#[doc(hidden)]
-pub use pure::{decide, merge_patch};
-pub use watch::{cache, health};
+// The generated code names `::kube_fsm::__private`: this makes that path resolve inside this
+// crate too, for its own unit tests of generated machines.
+#[cfg(test)]
+extern crate self as kube_fsm;
+#[cfg(test)]
+mod test_machines;
 
-/// The builder of an operator and how its run ends.
-pub mod controller {
-    pub use crate::operator::{
-        DEFAULT_CONCURRENCY, Operator, RateLimitError, Replicas, Stopped, owner_reference,
+// Describing a machine.
+pub use kube_fsm_macros::state_machine;
+pub use model::crd::crd;
+pub use model::machine::Phase;
+pub use model::state_machine::StateMachine;
+pub use model::status::MachineStatus;
+
+// Writing handlers.
+pub use handling::context::Context;
+pub use handling::step::Step;
+pub use model::next::{Cleanup, Next, Verdict};
+
+// Running an operator.
+pub use engine::{Reconcilable, ReconcileError};
+pub use operator::{Operator, Stopped};
+pub use watch::client::client;
+
+pub mod machine {
+    //! The spec as data, and what the generated code implements: [`MachineData`] (phases,
+    //! edges, timeouts, conditions), the condition enum's trait, a stored phase
+    //! ([`PhaseValue`]: declared or not), the handler glue ([`Dispatch`]) and, with the `cel`
+    //! feature, the CRD's update rules evaluated without a cluster (`validate_update`).
+    pub use crate::handling::dispatch::Dispatch;
+    #[cfg(feature = "cel")]
+    pub use crate::model::crd::{CrdError, validate_update};
+    pub use crate::model::machine::{
+        ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, PhaseData, Requirement,
+        RetiredData, TimeoutData, TriggerData, UnknownPhase,
     };
+    pub use crate::model::next::Choice;
+    pub use crate::model::status::PhaseValue;
 }
 
-pub use children::Applied;
-pub use context::{Context, ContextError};
-pub use controller::{Operator, Stopped, owner_reference};
-pub use crd::crd;
-pub use engine::{EngineRequest, Reconcilable, ReconcileError, RecordedEvents};
-pub use handler::dispatch::Dispatch;
-pub use health::{Connection, Health};
-pub use kube_fsm_macros::state_machine;
-pub use leader::LeaderElection;
-pub use machine::{ConditionType, DriftPolicy, MachineData, Phase, RetiredData, UnknownPhase};
-pub use model::state_machine::StateMachine;
-pub use next::{Choice, Cleanup, Next, Verdict};
-pub use shard::{ShardKey, Sharding};
-pub use status::{MachineStatus, PhaseValue};
-pub use step::Step;
-pub use watch::client::client;
-pub use watch::scope::Scoped;
+pub mod handler {
+    //! What a phase handler works with besides its [`crate::Step`] and [`crate::Context`]:
+    //! children ([`Applied`]), the caches of owned and watched kinds ([`Cache`]) and the
+    //! errors of both ([`ContextError`], [`ConditionError`]).
+    pub use crate::handling::children::Applied;
+    pub use crate::handling::context::ContextError;
+    pub use crate::model::conditions::ConditionError;
+    pub use crate::watch::cache::{Cache, Cached, Watched};
+    pub use crate::watch::scope::{Scoped, ScopedApi};
+}
+
+pub mod controller {
+    //! Running more than the defaults: replicas ([`LeaderElection`], [`Sharding`]), the
+    //! operator's health ([`Health`]), which Kubernetes Events it records, and what its
+    //! errors name.
+    pub use crate::engine::{EngineRequest, RecordedEvents};
+    pub use crate::ha::leader::LeaderElection;
+    pub use crate::ha::shard::{ShardKey, Sharding, shard_of};
+    pub use crate::operator::{DEFAULT_CONCURRENCY, RateLimitError, Replicas, owner_reference};
+    pub use crate::watch::health::{Connection, Health};
+}
+
+pub mod metrics {
+    //! Prometheus metrics: controller-runtime's names and `kube_fsm_*`.
+    pub use crate::observe::metrics::Metrics;
+}
+
+#[cfg(feature = "otlp")]
+pub mod telemetry {
+    //! Traces exported over OTLP (feature `otlp`).
+    pub use crate::observe::telemetry::{Otlp, TelemetryError};
+}
 
 #[doc(hidden)]
 pub mod __private {
     //! Every path the generated code names, and only those (a test of the macro checks that
     //! it names nothing else): the runtime's modules may move without breaking users' builds.
     //! Not a public API.
-    pub use crate::handler::context::Context;
-    pub use crate::handler::dispatch::Dispatch;
-    pub use crate::handler::step::Step;
+    pub use crate::handling::context::Context;
+    pub use crate::handling::dispatch::Dispatch;
+    pub use crate::handling::step::Step;
     pub use crate::model::machine::UnknownPhase;
     pub use crate::model::machine::{
         ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, Phase, PhaseData,
@@ -115,17 +152,17 @@ pub mod __private {
         fn name(self) -> &'static str;
     }
 
-    /// Erases a handler's typed [`crate::Next`] into the engine's [`crate::Choice`].
+    /// Erases a handler's typed [`crate::Next`] into the engine's [`crate::model::next::Choice`].
     pub fn choice<P, T: Into<P>, E: PhaseEvent<P> + Copy>(
         next: crate::Next<T, E>,
-    ) -> crate::Choice<P> {
+    ) -> crate::model::next::Choice<P> {
         match next {
-            crate::Next::Stay => crate::Choice::Stay,
-            crate::Next::To(target) => crate::Choice::To {
+            crate::Next::Stay => crate::model::next::Choice::Stay,
+            crate::Next::To(target) => crate::model::next::Choice::To {
                 phase: target.into(),
                 event: None,
             },
-            crate::Next::Fire(event) => crate::Choice::To {
+            crate::Next::Fire(event) => crate::model::next::Choice::To {
                 event: Some(event.name()),
                 phase: event.target(),
             },

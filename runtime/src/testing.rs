@@ -5,7 +5,7 @@
 //! filled with [`crate::watch::cache::Cache::from_objects`], a client over a canned service.
 //!
 //! ```no_run
-//! # async fn demo<K: kube_fsm::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, phase: K::Phase) {
+//! # async fn demo<K: kube_fsm::machine::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, phase: K::Phase) {
 //! use kube_fsm::testing;
 //! let object = testing::in_phase(object, phase);
 //! let outcome = testing::step(&handler, &object).await.expect("handler succeeds");
@@ -20,14 +20,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
-use crate::handler::context::Context;
-use crate::handler::dispatch::Dispatch;
-use crate::handler::step_plan::{self, StepError, Veto};
+use crate::handling::context::Context;
+use crate::handling::dispatch::Dispatch;
+use crate::handling::step_plan::{self, Plan};
 use crate::model::conditions::{status_of, truncate};
-use crate::model::machine::ConditionType;
+use crate::model::machine::{ConditionType, Phase};
 use crate::model::state_machine::StateMachine;
 use crate::model::status::{MachineStatus, PhaseValue};
-use crate::pure::decide::Transition;
 
 /// What one step did.
 #[derive(Debug, Clone)]
@@ -63,6 +62,70 @@ impl<K: StateMachine> Outcome<K> {
     pub fn conditions(&self) -> &[Condition] {
         &self.machine().conditions
     }
+}
+
+/// A move a step made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition<P> {
+    /// The stored phase it left (`None` for a new object, `Unknown` for an undeclared one).
+    pub from: Option<PhaseValue<P>>,
+    /// The phase it entered.
+    pub to: P,
+    /// The Kubernetes Event reason: the event name, the timeout reason, or `PhaseChanged`.
+    pub reason: &'static str,
+}
+
+/// A transition `before_transition` refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Veto<P> {
+    /// The phase the object stays in.
+    pub from: P,
+    /// The refused target.
+    pub to: P,
+    /// Why, as `before_transition` said.
+    pub message: String,
+    /// Whether it was the phase's timeout that was refused.
+    pub timeout: bool,
+}
+
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError<E: std::error::Error + 'static> {
+    /// A phase handler or hook failed.
+    #[error("handler failed: {0}")]
+    Handler(#[source] E),
+    /// A handler chose a target the spec does not allow (only possible by bypassing the typed
+    /// API): the engine would refuse it and write nothing.
+    #[error("illegal transition {from} -> {to}: the spec declares no such edge")]
+    Illegal {
+        /// The phase the object is in.
+        from: &'static str,
+        /// The refused target.
+        to: &'static str,
+    },
+    /// The status could not be encoded as JSON.
+    #[error("cannot encode the status: {0}")]
+    Encode(#[source] serde_json::Error),
+}
+
+impl<E: std::error::Error + 'static> From<step_plan::StepError<E>> for StepError<E> {
+    fn from(error: step_plan::StepError<E>) -> Self {
+        match error {
+            step_plan::StepError::Handler(error) => Self::Handler(error),
+            step_plan::StepError::Illegal(illegal) => Self::Illegal {
+                from: illegal.from,
+                to: illegal.to,
+            },
+            step_plan::StepError::Encode(error) => Self::Encode(error),
+        }
+    }
+}
+
+/// Whether the engine may write phase `to` over the stored phase `stored`: staying, a declared
+/// edge, or, for a new object (or one without a declared phase), the initial phase or one of
+/// its successors. What a checker of a run's observed writes holds each one to.
+pub fn is_legal<P: Phase>(stored: Option<&PhaseValue<P>>, to: P) -> bool {
+    step_plan::legal_over(stored, to)
 }
 
 /// `object` placed in `phase`, entered now.
@@ -104,9 +167,9 @@ where
 /// `kube::Client::new` over a `tower::service_fn` that answers as the test needs).
 ///
 /// ```no_run
-/// # async fn demo<K: kube_fsm::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, client: kube::Client, children: Vec<k8s_openapi::api::core::v1::ConfigMap>) {
+/// # async fn demo<K: kube_fsm::machine::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, client: kube::Client, children: Vec<k8s_openapi::api::core::v1::ConfigMap>) {
 /// use std::sync::Arc;
-/// use kube_fsm::{Context, cache::Cache, testing};
+/// use kube_fsm::{Context, handler::Cache, testing};
 /// let context = Arc::new(Context::new(client).with_cache(Cache::from_objects(children)));
 /// let outcome = testing::step_in(&handler, &object, k8s_openapi::jiff::Timestamp::now(), &context).await;
 /// # }
@@ -121,19 +184,38 @@ where
     K: Dispatch<H> + Resource<DynamicType = ()>,
 {
     let plan = step_plan::plan(handler, object, now, context).await?;
-    let phase = match plan.machine().phase {
-        Some(PhaseValue::Known(phase)) => phase,
-        _ => plan.position.phase,
-    };
-    Ok(Outcome {
-        phase,
-        transition: plan.transition,
-        vetoed: plan.vetoed,
-        requeue: plan.requeue,
-        writes_status: plan.patch.is_some(),
-        patch: plan.patch,
-        status: plan.status,
-    })
+    Ok(Outcome::from(plan))
+}
+
+impl<K: StateMachine> From<Plan<K>> for Outcome<K> {
+    fn from(plan: Plan<K>) -> Self {
+        let phase = match plan.machine().phase {
+            Some(PhaseValue::Known(phase)) => phase,
+            _ => plan.position.phase,
+        };
+        Outcome {
+            phase,
+            transition: plan.transition.map(|t| Transition {
+                from: t.from,
+                to: t.to,
+                reason: t.reason,
+            }),
+            vetoed: plan
+                .vetoed
+                .into_iter()
+                .map(|v| Veto {
+                    from: v.from,
+                    to: v.to,
+                    message: v.message,
+                    timeout: v.timeout,
+                })
+                .collect(),
+            requeue: plan.requeue,
+            writes_status: plan.patch.is_some(),
+            patch: plan.patch,
+            status: plan.status,
+        }
+    }
 }
 
 /// A context with no cluster behind it: no caches, and a client whose every request fails,

@@ -48,7 +48,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use kube_fsm::admission::FailurePolicy;
-use kube_fsm::{LeaderElection, Operator, Sharding, Stopped};
+use kube_fsm::controller::{LeaderElection, Sharding};
+use kube_fsm::{Operator, Stopped};
 use kube_fsm_benches::chaos::checker::{Observer, declared};
 use kube_fsm_benches::chaos::faults::{FaultLayer, FaultPlan};
 use kube_fsm_benches::chaos::writers::{Expect, LABEL, WRITER, act, new_db, unconverged};
@@ -214,8 +215,10 @@ async fn unlabelled(client: &Client, run: &str, shards: u32) -> usize {
         list.items
             .iter()
             .filter(|db| {
-                let shard =
-                    kube_fsm::shard::shard_of(&db.metadata.uid.clone().unwrap_or_default(), shards);
+                let shard = kube_fsm::controller::shard_of(
+                    &db.metadata.uid.clone().unwrap_or_default(),
+                    shards,
+                );
                 db.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL))
                     != Some(&shard.to_string())
             })

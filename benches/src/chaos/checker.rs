@@ -10,7 +10,8 @@ use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use kube_fsm::{Phase, PhaseValue};
+use kube_fsm::Phase;
+use kube_fsm::machine::PhaseValue;
 use kube_fsm_testkit::resources::{Database, DatabasePhase};
 
 /// The counts the run reports.
@@ -61,7 +62,7 @@ fn legal(from: Option<&str>, to: &str) -> bool {
         return false;
     };
     let from = from.map(PhaseValue::<DatabasePhase>::parse);
-    kube_fsm::step_plan::legal_over(from.as_ref(), to)
+    kube_fsm::testing::is_legal(from.as_ref(), to)
 }
 
 impl Observer {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::handler::step_plan::StepError;
+use crate::handling::step_plan::StepError;
 use crate::pure::backoff::Failure;
 use crate::pure::decide::IllegalTransition;
 
@@ -32,7 +32,7 @@ pub enum ReconcileError {
     Encode(#[from] serde_json::Error),
     /// A cache handlers read has not been filled in time.
     #[error(transparent)]
-    Context(#[from] crate::handler::context::ContextError),
+    Context(#[from] crate::handling::context::ContextError),
 }
 
 /// Which of the engine's requests failed (see [`ReconcileError::Request`]).

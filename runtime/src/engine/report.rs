@@ -10,7 +10,7 @@ use kube::runtime::events::{Event, EventType};
 
 use crate::engine::{Engine, Reconcilable, ReconcileError, RecordedEvents};
 use crate::ha::fence;
-use crate::handler::step_plan::Plan;
+use crate::handling::step_plan::Plan;
 use crate::model::machine::Phase;
 use crate::model::status::PhaseValue;
 use crate::pure::decide::Transition;

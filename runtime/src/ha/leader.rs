@@ -31,7 +31,7 @@ pub(crate) type Lost = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 /// Which Lease to hold and how.
 ///
 /// ```no_run
-/// let election = kube_fsm::LeaderElection::new("database-operator", "operators")
+/// let election = kube_fsm::controller::LeaderElection::new("database-operator", "operators")
 ///     .identity(std::env::var("POD_NAME").unwrap_or_else(|_| "local".into()))
 ///     .duration(std::time::Duration::from_secs(15))
 ///     .renew_deadline(std::time::Duration::from_secs(10));

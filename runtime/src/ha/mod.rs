@@ -2,9 +2,9 @@
 //! holdings, the fence every write checks, and the shard label on objects and children.
 
 pub(crate) mod fence;
-pub mod leader;
+pub(crate) mod leader;
 pub(crate) mod lease;
-pub mod shard;
+pub(crate) mod shard;
 pub(crate) mod shard_children;
 pub(crate) mod shard_label;
 pub(crate) mod shards;

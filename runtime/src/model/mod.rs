@@ -2,9 +2,9 @@
 //! its phases and conditions, the status, what a handler returns, the CRD. Plain data and
 //! traits; imports no other layer.
 
-pub mod conditions;
-pub mod crd;
-pub mod machine;
-pub mod next;
+pub(crate) mod conditions;
+pub(crate) mod crd;
+pub(crate) mod machine;
+pub(crate) mod next;
 pub(crate) mod state_machine;
-pub mod status;
+pub(crate) mod status;

@@ -1,5 +1,5 @@
 //! What the operator reports about itself: Prometheus metrics, OpenTelemetry traces.
 
-pub mod metrics;
+pub(crate) mod metrics;
 #[cfg(feature = "otlp")]
-pub mod telemetry;
+pub(crate) mod telemetry;

@@ -15,7 +15,7 @@ use kube::{Client, Resource};
 use crate::engine::{EngineConfig, Reconcilable, RecordedEvents};
 use crate::ha::leader::LeaderElection;
 use crate::ha::shard::Sharding;
-use crate::handler::context::Caches;
+use crate::handling::context::Caches;
 use crate::observe::metrics::{MachineMetrics, Metrics};
 use crate::operator::sources::Sources;
 use crate::pure::backoff::Backoff;
@@ -175,7 +175,7 @@ where
         self
     }
 
-    /// Records this controller's metrics (see [`crate::observe::metrics`]) into `metrics`, which may
+    /// Records this controller's metrics (see [`crate::metrics`]) into `metrics`, which may
     /// serve several controllers; register it in a registry once.
     #[must_use]
     pub fn metrics(mut self, metrics: &Metrics) -> Self {
@@ -205,7 +205,7 @@ where
     ///
     /// ```no_run
     /// # fn demo<K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static>(operator: kube_fsm::Operator<K, H>) {
-    /// let operator = operator.replicas(kube_fsm::LeaderElection::new("my-operator", "operators"));
+    /// let operator = operator.replicas(kube_fsm::controller::LeaderElection::new("my-operator", "operators"));
     /// # }
     /// ```
     #[must_use]

@@ -13,7 +13,7 @@ use super::{Operator, Replicas, Stopped};
 use crate::engine::{Engine, Reconcilable};
 use crate::ha::shard_label::Labeller;
 use crate::ha::shards::Shards;
-use crate::handler::context::Context;
+use crate::handling::context::Context;
 use crate::operator::sources::Wire;
 use crate::watch::health::ReconnectBackoff;
 use crate::watch::pace::Pace;

@@ -15,7 +15,7 @@ use kube::{Client, Resource};
 
 use crate::ha::shard_children::Unlabelled;
 use crate::ha::shard_label::Labeller;
-use crate::handler::context::Caches;
+use crate::handling::context::Caches;
 use crate::pure::selection::{self, Selection};
 use crate::watch;
 use crate::watch::cache::{Cache, Watched};

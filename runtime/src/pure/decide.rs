@@ -163,14 +163,6 @@ pub fn next_status<P: Phase>(
     }
 }
 
-/// Whether `new` differs from `stored` in anything a reader can see: whether the merge patch
-/// between their JSON forms is not empty. Times are stored at whole seconds, and compare so.
-pub fn needs_write<P: Phase>(stored: Option<&MachineStatus<P>>, new: &MachineStatus<P>) -> bool {
-    let Some(stored) = stored else { return true };
-    let encode = |status: &MachineStatus<P>| serde_json::to_value(status).unwrap_or_default();
-    crate::pure::merge_patch::diff(&encode(stored), &encode(new)).is_some()
-}
-
 /// When to reconcile again: the handler's request, else the phase's `requeueAfter`; never later
 /// than the phase's timeout, counted from `entered_at` (`None`: no timeout to wait for, e.g.
 /// because it was vetoed and the engine retries it with backoff). `None` waits for a change.
@@ -199,3 +191,6 @@ pub fn requeue<P: Phase>(
         (a, b) => a.or(b),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -166,3 +166,60 @@ impl<P> Remedy<P> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Drift, Remedy};
+    use crate::model::machine::DriftPolicy;
+    use crate::model::status::PhaseValue;
+    use crate::test_machines::DatabasePhase;
+
+    #[test]
+    fn drift_is_a_phase_that_does_not_follow_the_last_one_accepted() {
+        use DatabasePhase::{Degraded, Pending, Provisioning, Running};
+        let known = |p| Some(PhaseValue::Known(p));
+        // Staying, or following an edge, is no drift; nothing remembered, nothing to compare.
+        assert_eq!(Drift::detect(Some(Running), known(Running).as_ref()), None);
+        assert_eq!(Drift::detect(Some(Running), known(Degraded).as_ref()), None);
+        assert_eq!(Drift::detect(None, known(Pending).as_ref()), None);
+        assert_eq!(
+            Drift::<DatabasePhase>::detect(None, None),
+            None,
+            "a new object"
+        );
+        // The phase removed after this controller wrote one: drift, not a silent restart.
+        let removed = Drift::detect(Some(Running), None).expect("drift");
+        assert_eq!(removed, Drift::Removed { last: Running });
+        assert_eq!(removed.remedy(DriftPolicy::Revert), Remedy::Revert(Running));
+        assert_eq!(removed.remedy(DriftPolicy::Adopt), Remedy::Reset);
+        let illegal = Drift::detect(Some(Running), known(Provisioning).as_ref()).expect("drift");
+        assert_eq!(
+            illegal.remedy(DriftPolicy::Adopt),
+            Remedy::Adopt(Provisioning)
+        );
+        assert_eq!(illegal.remedy(DriftPolicy::Revert), Remedy::Revert(Running));
+        // An undeclared value is drift even without memory; without a phase to go back to it is
+        // held where it is (never silently reset), under either policy.
+        let typo = Some(PhaseValue::Unknown("Runing".into()));
+        let undeclared = Drift::detect(None, typo.as_ref()).expect("drift");
+        assert_eq!(undeclared.remedy(DriftPolicy::Revert), Remedy::Hold);
+        assert_eq!(undeclared.remedy(DriftPolicy::Adopt), Remedy::Hold);
+        assert_eq!(
+            Drift::detect(Some(Running), typo.as_ref())
+                .expect("drift")
+                .remedy(DriftPolicy::Adopt),
+            Remedy::Hold
+        );
+        assert_eq!(
+            Drift::detect(Some(Running), typo.as_ref())
+                .expect("drift")
+                .remedy(DriftPolicy::Revert),
+            Remedy::Revert(Running)
+        );
+        assert_eq!(
+            illegal.describe(Remedy::Adopt(Provisioning)),
+            "status.phase is Provisioning, which this controller did not write and which does not \
+             follow Running, the phase it last wrote; continuing from Provisioning (drift: adopt)"
+        );
+    }
+}

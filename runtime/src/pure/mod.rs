@@ -2,10 +2,10 @@
 //! backoff, label selectors, what a cache keeps. No client, no I/O, no clock but the one
 //! passed in; imports only the model.
 
-pub mod backoff;
-pub mod decide;
-pub mod drift;
-pub mod merge_patch;
+pub(crate) mod backoff;
+pub(crate) mod decide;
+pub(crate) mod drift;
+pub(crate) mod merge_patch;
 pub(crate) mod selection;
 pub(crate) mod slim;
 pub(crate) mod version;

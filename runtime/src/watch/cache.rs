@@ -308,11 +308,11 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
         self.store.get(&key)
     }
 
-    /// The objects an index holds under `key`, e.g. the objects owned by a UID under
-    /// [`OWNER_INDEX`]. Empty for an index that was never added.
+    /// The objects an index holds under `key` (the owner index behind [`Cache::owned_by`] is
+    /// one). Empty for an index that was never added.
     ///
     /// ```no_run
-    /// # fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::ContextError> {
+    /// # fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::handler::ContextError> {
     /// use k8s_openapi::api::core::v1::Secret;
     /// // declared with `Operator::index::<Secret>("type", |s| s.type_.clone().into_iter().collect())`
     /// let tls = step.cache::<Secret>()?.indexed("type", "kubernetes.io/tls");

@@ -74,9 +74,9 @@ struct State {
 /// tokio::spawn(operator.run());
 /// // e.g. in a `/readyz` handler:
 /// match health.status() {
-///     kube_fsm::Connection::Up => println!("ok"),
-///     kube_fsm::Connection::Down { since, reason } => println!("down since {since}: {reason}"),
-///     kube_fsm::Connection::Refused { reason } => println!("misconfigured: {reason}"),
+///     kube_fsm::controller::Connection::Up => println!("ok"),
+///     kube_fsm::controller::Connection::Down { since, reason } => println!("down since {since}: {reason}"),
+///     kube_fsm::controller::Connection::Refused { reason } => println!("misconfigured: {reason}"),
 /// }
 /// # }
 /// ```

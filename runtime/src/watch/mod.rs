@@ -2,9 +2,9 @@
 //! the watch streams (selection by shard, decoding, pacing), the caches handlers read, the
 //! connection's health and the pacing of requests.
 
-pub mod cache;
+pub(crate) mod cache;
 pub(crate) mod client;
-pub mod health;
+pub(crate) mod health;
 pub(crate) mod pace;
 pub(crate) mod scope;
 mod stream;

@@ -9,7 +9,8 @@ use std::time::Duration;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use kube_fsm::{Cleanup, Next, PhaseValue, Step};
+use kube_fsm::machine::PhaseValue;
+use kube_fsm::{Cleanup, Next, Step};
 use kube_fsm_testkit::cluster::{self, eventually, phase_of, wait_phase};
 use kube_fsm_testkit::operator::{self, Running};
 use kube_fsm_testkit::resources::*;
@@ -21,7 +22,7 @@ const FINALIZER: &str = "example.com/cleanup";
 #[derive(Debug, thiserror::Error)]
 enum TestError {
     #[error(transparent)]
-    Condition(#[from] kube_fsm::conditions::ConditionError),
+    Condition(#[from] kube_fsm::handler::ConditionError),
     #[error("the backing store is unreachable")]
     Unreachable,
 }

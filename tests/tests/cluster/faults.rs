@@ -20,7 +20,7 @@ use serde_json::json;
 #[derive(Debug, thiserror::Error)]
 enum TestError {
     #[error(transparent)]
-    Condition(#[from] kube_fsm::conditions::ConditionError),
+    Condition(#[from] kube_fsm::handler::ConditionError),
     #[error(transparent)]
     Kube(#[from] kube::Error),
     #[error("told to fail")]
@@ -813,7 +813,7 @@ async fn a_forbidden_watch_is_reported_once_and_retried_at_the_cap_while_handler
         "{per_object} reconciles per object in 30 s"
     );
     match health.status() {
-        kube_fsm::Connection::Refused { reason } => {
+        kube_fsm::controller::Connection::Refused { reason } => {
             assert!(reason.contains("cannot watch ConfigMap"), "{reason}");
         }
         other => panic!("readiness should name the refused watch, not {other:?}"),

@@ -13,7 +13,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
-use kube_fsm::{Applied, Next, Step};
+use kube_fsm::handler::Applied;
+use kube_fsm::{Next, Step};
 use kube_fsm_testkit::cluster::{self, eventually, hand_edit, wait_phase};
 use kube_fsm_testkit::metrics::Recorded;
 use kube_fsm_testkit::operator::{self, Running};
@@ -24,9 +25,9 @@ use tokio::sync::Notify;
 #[derive(Debug, thiserror::Error)]
 enum TestError {
     #[error(transparent)]
-    Condition(#[from] kube_fsm::conditions::ConditionError),
+    Condition(#[from] kube_fsm::handler::ConditionError),
     #[error(transparent)]
-    Context(#[from] kube_fsm::ContextError),
+    Context(#[from] kube_fsm::handler::ContextError),
 }
 
 /// Pending: records the endpoint it saw (`seen:<stored endpoint>`) and accepts; the first run

@@ -11,8 +11,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
-use kube_fsm::conditions::ConditionError;
-use kube_fsm::{Cleanup, ContextError, Next, Sharding, Step};
+use kube_fsm::controller::Sharding;
+use kube_fsm::handler::ConditionError;
+use kube_fsm::handler::ContextError;
+use kube_fsm::{Cleanup, Next, Step};
 use kube_fsm_testkit::cluster::{self, eventually, phase_of};
 use kube_fsm_testkit::handlers::Databases;
 use kube_fsm_testkit::metrics::Recorded;
@@ -267,7 +269,7 @@ async fn all_running(api: &Api<Database>, count: usize) -> Vec<Database> {
 /// child, so that only the replica holding the shard watches it.
 async fn assert_labelled(client: &kube::Client, objects: &[Database]) {
     for db in objects {
-        let expected = kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), SHARDS);
+        let expected = kube_fsm::controller::shard_of(&db.uid().unwrap_or_default(), SHARDS);
         assert_eq!(
             db.labels().get(LABEL),
             Some(&expected.to_string()),
@@ -700,9 +702,9 @@ async fn a_lower_shard_count_relabels_the_objects_of_shards_that_are_gone() {
     create(&api, "six", 12).await;
     let objects = all_running(&api, 12).await;
     assert!(
-        objects
-            .iter()
-            .any(|db| { kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), SHARDS) >= 3 }),
+        objects.iter().any(|db| {
+            kube_fsm::controller::shard_of(&db.uid().unwrap_or_default(), SHARDS) >= 3
+        }),
         "some objects are in shards 3 to 5"
     );
     a.stop().await;
@@ -719,7 +721,7 @@ async fn a_lower_shard_count_relabels_the_objects_of_shards_that_are_gone() {
     let objects = all_running(&api, 12).await;
     // Each object moved to its shard of 3 (its children keep theirs until the next apply).
     for db in &objects {
-        let expected = kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), 3);
+        let expected = kube_fsm::controller::shard_of(&db.uid().unwrap_or_default(), 3);
         assert_eq!(
             db.labels().get(LABEL),
             Some(&expected.to_string()),
@@ -788,7 +790,7 @@ async fn a_rolling_change_to_fewer_shards_never_hands_an_object_to_two_replicas(
         list.items
             .iter()
             .all(|db| {
-                let shard = kube_fsm::shard::shard_of(&db.uid().unwrap_or_default(), 3);
+                let shard = kube_fsm::controller::shard_of(&db.uid().unwrap_or_default(), 3);
                 db.labels().get(LABEL) == Some(&shard.to_string())
                     && phase_of(db).as_deref() == Some("Running")
                     && db
@@ -838,7 +840,7 @@ async fn switching_from_leader_election_to_sharding_finds_every_child_and_moves_
         )
         .owns::<ConfigMap>(watcher::Config::default().labels(&format!("app={CHILDREN}")))
         .replicas(
-            kube_fsm::LeaderElection::new("fsm-shards-switch", &ns)
+            kube_fsm::controller::LeaderElection::new("fsm-shards-switch", &ns)
                 .identity("elected")
                 .duration(Duration::from_secs(4)),
         ),
@@ -947,7 +949,7 @@ async fn a_label_write_never_lands_on_a_version_it_did_not_see() {
         .create(&PostParams::default(), &Database::sample("x"))
         .await
         .expect("create");
-    let hash = kube_fsm::shard::shard_of(&created.uid().unwrap_or_default(), 3);
+    let hash = kube_fsm::controller::shard_of(&created.uid().unwrap_or_default(), 3);
     eventually(Duration::from_secs(20), || async {
         (hold.held() > 0).then_some(())
     })

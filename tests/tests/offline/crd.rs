@@ -2,8 +2,9 @@
 //! legal and illegal pair of phases of the example specs and of a machine with retired phase
 //! names, and the printer columns.
 
-use kube_fsm::crd::{CrdError, validate_update};
-use kube_fsm::{MachineStatus, Phase, PhaseValue, StateMachine};
+use kube_fsm::machine::PhaseValue;
+use kube_fsm::machine::{CrdError, validate_update};
+use kube_fsm::{MachineStatus, Phase, StateMachine};
 use kube_fsm_testkit::resources::{
     Database, DatabasePhase, DatabaseSpec, DatabaseStatus, Pipeline, PipelinePhase, PipelineSpec,
     PipelineStatus,

@@ -1,7 +1,8 @@
 //! The generated API of the example specs, checked at run time.
 
 use kube_fsm::machine::TriggerData;
-use kube_fsm::{Choice, Dispatch, MachineStatus, Next, Phase as _, PhaseValue, StateMachine, Step};
+use kube_fsm::machine::{Choice, Dispatch, PhaseValue};
+use kube_fsm::{MachineStatus, Next, Phase as _, StateMachine, Step};
 use kube_fsm_testkit::resources::*;
 
 #[test]
@@ -157,7 +158,7 @@ fn machine_data_describes_the_spec() {
         m.conditions[m.ready.expect("ready: ServiceAvailable")].name,
         "ServiceAvailable"
     );
-    assert_eq!(m.drift, kube_fsm::DriftPolicy::Adopt);
+    assert_eq!(m.drift, kube_fsm::machine::DriftPolicy::Adopt);
     assert!(m.retired.is_empty(), "the reference spec retires no phase");
 }
 

@@ -2,8 +2,6 @@
 //! generated API, the CRD, the diagrams, the testing helper.
 
 mod crd;
-mod decide;
 mod diagrams;
 mod generated;
-mod properties;
 mod testing_helper;

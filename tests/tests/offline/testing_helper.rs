@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube_fsm::step_plan::Veto;
 use kube_fsm::testing;
+use kube_fsm::testing::Veto;
 use kube_fsm::{Next, Step, Verdict};
 use kube_fsm_testkit::handlers::Databases;
 use kube_fsm_testkit::resources::*;
@@ -16,7 +16,7 @@ struct Handlers {
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-struct Error(#[from] kube_fsm::conditions::ConditionError);
+struct Error(#[from] kube_fsm::handler::ConditionError);
 
 impl DatabaseHandler for Handlers {
     type Error = Error;
@@ -215,8 +215,9 @@ async fn a_phase_written_by_someone_else_does_not_inherit_the_previous_phases_cl
     // leaving the entry time as it was.
     let since = Timestamp::now() - SignedDuration::from_mins(15);
     let mut object = testing::in_phase_since(db(), DatabasePhase::Pending, since);
-    object.status.as_mut().unwrap().machine.phase =
-        Some(kube_fsm::PhaseValue::Known(DatabasePhase::Provisioning));
+    object.status.as_mut().unwrap().machine.phase = Some(kube_fsm::machine::PhaseValue::Known(
+        DatabasePhase::Provisioning,
+    ));
     let h = Handlers {
         pods_ready: false,
         veto_failed: false,
@@ -228,7 +229,9 @@ async fn a_phase_written_by_someone_else_does_not_inherit_the_previous_phases_cl
     assert!(Timestamp::now().duration_since(entered).as_secs() < 5);
     assert_eq!(
         out.machine().entered_phase,
-        Some(kube_fsm::PhaseValue::Known(DatabasePhase::Provisioning))
+        Some(kube_fsm::machine::PhaseValue::Known(
+            DatabasePhase::Provisioning
+        ))
     );
 }
 
@@ -274,7 +277,7 @@ async fn a_child_in_another_namespace_than_its_owner_is_refused_before_any_reque
     child.metadata.namespace = Some("team-b".into());
     let refused = step.apply(child).await.expect_err("refused");
     assert!(
-        matches!(&refused, kube_fsm::ContextError::ForeignNamespace { child, owner } if child == "team-b" && owner == "team-a"),
+        matches!(&refused, kube_fsm::handler::ContextError::ForeignNamespace { child, owner } if child == "team-b" && owner == "team-a"),
         "{refused}"
     );
 }

@@ -21,8 +21,8 @@ pub struct JobStatus {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(transparent)] Child(#[from] kube_fsm::ContextError),
-    #[error(transparent)] Condition(#[from] kube_fsm::conditions::ConditionError),
+    #[error(transparent)] Child(#[from] kube_fsm::handler::ContextError),
+    #[error(transparent)] Condition(#[from] kube_fsm::handler::ConditionError),
 }
 
 struct Handlers;

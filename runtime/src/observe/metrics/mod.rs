@@ -19,7 +19,7 @@
 //! | `kube_fsm_disconnected_seconds_total` | `machine` |
 //! | `kube_fsm_connected` (1 or 0) | `machine` |
 //! | `kube_fsm_remembered_objects` | `machine` |
-//! | `kube_fsm_shards_held` (with [`crate::Operator::replicas`] with [`crate::Sharding`]) | `machine` |
+//! | `kube_fsm_shards_held` (with [`crate::Operator::replicas`] with [`crate::controller::Sharding`]) | `machine` |
 //! | `kube_fsm_shard_labels_written_total` | `machine` |
 //! | `kube_fsm_unlabelled_objects` (objects whose shard label write failed and is retried) | `machine` |
 //! | `kube_fsm_concurrency_limit` (reconciles allowed at once now: cut by sustained overload) | `machine` |

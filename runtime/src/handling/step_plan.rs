@@ -9,9 +9,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use serde_json::Value;
 
-use crate::handler::context::Context;
-use crate::handler::dispatch::Dispatch;
-use crate::handler::step::Step;
+use crate::handling::context::Context;
+use crate::handling::dispatch::Dispatch;
+use crate::handling::step::Step;
 use crate::model::machine::Phase;
 use crate::model::next::Verdict;
 use crate::model::state_machine::StateMachine;
@@ -73,11 +73,6 @@ impl<K: StateMachine> Plan<K> {
     /// The machine's fields of [`Plan::status`].
     pub fn machine(&self) -> &MachineStatus<K::Phase> {
         K::machine_in(&self.status)
-    }
-
-    /// Whether the step writes the status.
-    pub fn writes(&self) -> bool {
-        self.patch.is_some()
     }
 }
 
@@ -219,3 +214,6 @@ pub fn legal_over<P: Phase>(stored: Option<&PhaseValue<P>>, to: P) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

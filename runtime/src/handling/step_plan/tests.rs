@@ -3,11 +3,17 @@
 //! outcome and veto, a step plans only a legal move, fires a due timeout unless vetoed, and
 //! writes only when something changed.
 
+use crate::handling::context::Context;
+use crate::handling::step::Step;
+use crate::handling::step_plan::{self, legal_over};
+use crate::model::conditions::ConditionError;
+use crate::model::machine::Phase;
+use crate::model::next::{Cleanup, Next, Verdict};
+use crate::model::status::{MachineStatus, PhaseValue};
+use crate::pure::decide;
+use crate::test_machines::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube_fsm::step_plan::{self, legal_over};
-use kube_fsm::{MachineStatus, Next, Phase, PhaseValue, Step, Verdict, decide};
-use kube_fsm_testkit::resources::*;
 use proptest::prelude::*;
 
 /// A handler whose every decision comes from the test case.
@@ -21,7 +27,7 @@ struct Arbitrary {
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-struct Error(#[from] kube_fsm::conditions::ConditionError);
+struct Error(#[from] ConditionError);
 
 impl Arbitrary {
     fn set(&self, step: &mut Step<Database>) -> Result<(), Error> {
@@ -89,12 +95,8 @@ impl DatabaseHandler for Arbitrary {
         })
     }
 
-    async fn cleanup(
-        &self,
-        _: &Database,
-        _: &kube_fsm::Context,
-    ) -> Result<kube_fsm::Cleanup, Error> {
-        Ok(kube_fsm::Cleanup::Done)
+    async fn cleanup(&self, _: &Database, _: &Context) -> Result<Cleanup, Error> {
+        Ok(Cleanup::Done)
     }
 
     async fn before_transition(
@@ -179,7 +181,7 @@ proptest! {
         let handler = Arbitrary { choice, pods, service, veto };
         let now = Timestamp::from_second(now).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
-        let plan = runtime.block_on(async { step_plan::plan(&handler, &db, now, &kube_fsm::testing::no_cluster()).await })
+        let plan = runtime.block_on(async { step_plan::plan(&handler, &db, now, &crate::testing::no_cluster()).await })
             .expect("typed handlers cannot choose an illegal move");
         let stored = db.status.as_ref().map(|s| &s.machine);
         let stored_phase = stored.and_then(|s| s.phase.as_ref());
@@ -206,7 +208,7 @@ proptest! {
             );
         }
         // Nothing changed, nothing written.
-        if !plan.writes() {
+        if plan.patch.is_none() {
             prop_assert_eq!(Some(&plan.machine().phase), stored.map(|s| &s.phase));
         }
         // A requeue is never in the past nor absurdly far.

@@ -11,8 +11,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ha::fence;
-use crate::handler::context::ContextError;
-use crate::handler::step::Step;
+use crate::handling::context::ContextError;
+use crate::handling::step::Step;
 use crate::model::state_machine::StateMachine;
 use crate::watch::cache::{Cache, Cached, Watched};
 use crate::watch::scope::Scoped;
@@ -55,7 +55,7 @@ impl<K: StateMachine> Step<K> {
     /// The operator's cache of `R` (wired with `Operator::owns` or `Operator::watches`).
     ///
     /// ```no_run
-    /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::context::ContextError> {
+    /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::handler::ContextError> {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// let versions = step.cache::<ConfigMap>()?.get("allowed-versions", Some("platform"));
     /// # Ok(()) }
@@ -68,7 +68,7 @@ impl<K: StateMachine> Step<K> {
     /// request (wire the kind with `Operator::owns::<C>`).
     ///
     /// ```no_run
-    /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::context::ContextError> {
+    /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::handler::ContextError> {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// for child in step.children::<ConfigMap>()? {
     ///     println!("{:?}", child.metadata.name);
@@ -96,7 +96,7 @@ impl<K: StateMachine> Step<K> {
     /// ([`Applied::Unchanged`]): a converged operator writes nothing, and a field a handler
     /// stops setting is removed, as server-side apply removes it. The written child goes
     /// into the cache at once, so the next step reads it even before its watch event arrives.
-    /// With [`crate::Operator::replicas`] with [`crate::Sharding`], the child also gets its
+    /// With [`crate::Operator::replicas`] with [`crate::controller::Sharding`], the child also gets its
     /// owner's shard label.
     ///
     /// # Errors
@@ -116,7 +116,7 @@ impl<K: StateMachine> Step<K> {
     /// engine retries the reconcile with backoff), so an apply is never lost, only repeated.
     ///
     /// ```no_run
-    /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::context::ContextError> {
+    /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::handler::ContextError> {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// let mut child = ConfigMap::default();
     /// child.metadata.name = Some("db-config".into());
@@ -193,7 +193,7 @@ impl<K: StateMachine> Step<K> {
     /// next step does not read it back from an older event.
     ///
     /// ```no_run
-    /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::ContextError> {
+    /// # async fn demo<K: kube_fsm::StateMachine>(step: &kube_fsm::Step<K>) -> Result<(), kube_fsm::handler::ContextError> {
     /// use k8s_openapi::api::core::v1::Secret;
     /// let existed = step.delete::<Secret>("db-credentials").await?;
     /// # Ok(()) }

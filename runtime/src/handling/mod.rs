@@ -2,8 +2,8 @@
 //! records its intent in (conditions, applies, deletes, Events), children, the glue the macro
 //! generates, and the plan a step turns into.
 
-pub mod children;
-pub mod context;
+pub(crate) mod children;
+pub(crate) mod context;
 pub(crate) mod dispatch;
-pub mod step;
-pub mod step_plan;
+pub(crate) mod step;
+pub(crate) mod step_plan;
