@@ -1,14 +1,13 @@
-//! The example operator (`kube-fsm-examples`) for the benches that drive it as a process of its
-//! own: its release binary beside the bench's, its CRD exactly as `kube-fsm-examples crd`
-//! prints it, and `kube-fsm-examples run` as a child process whose own `/metrics` the bench
-//! reads over HTTP.
+//! The example operator (`example-operator`, the Database example with the benchmarks' knobs)
+//! for the benches that drive it as a process of its own: its release binary beside the
+//! bench's, its CRD, and the operator as a child process whose own `/metrics` the bench reads
+//! over HTTP.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube_fsm_testkit::cluster;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -34,21 +33,13 @@ pub fn sibling(name: &str) -> Result<PathBuf, BoxError> {
     }
 }
 
-/// Installs the example's CRD as `kube-fsm-examples crd` prints it, with the tests' helper
-/// ([`cluster::install_crd`]: create or replace, wait until Established).
+/// Installs the example's CRD with the tests' helper ([`cluster::install_crd`]: create or
+/// replace, wait until Established).
 ///
 /// # Errors
-/// When the binary is missing or its output is not a CRD (the API server refusing the CRD
-/// panics, as in the tests).
+/// None today (the API server refusing the CRD panics, as in the tests); kept for callers.
 pub async fn install_crd(client: &Client) -> Result<(), BoxError> {
-    let out = std::process::Command::new(sibling("kube-fsm-examples")?)
-        .arg("crd")
-        .output()?;
-    if !out.status.success() {
-        return Err(format!("kube-fsm-examples crd failed: {}", out.status).into());
-    }
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&String::from_utf8(out.stdout)?)?;
-    cluster::install_crd(client, crd).await;
+    cluster::install_crd(client, kube_fsm_examples::database::crd()).await;
     Ok(())
 }
 
@@ -99,7 +90,7 @@ pub fn process_stats(pid: u32) -> Option<(f64, u64)> {
     Some((ticks / 100.0, hwm_kib * 1024))
 }
 
-/// `kube-fsm-examples run` as a child process, serving its metrics on a loopback port; killed
+/// `example-operator` as a child process, serving its metrics on a loopback port; killed
 /// when dropped.
 #[derive(Debug)]
 pub struct Operator {
@@ -108,7 +99,7 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// Starts `kube-fsm-examples run ARGS --metrics-addr 127.0.0.1:PORT` (a free port) and
+    /// Starts `example-operator ARGS --metrics-addr 127.0.0.1:PORT` (a free port) and
     /// waits until its `/metrics` answers. Its log goes to this process's stderr, filtered by
     /// `KUBE_FSM_OPERATOR_LOG` (default `warn`).
     ///
@@ -116,8 +107,7 @@ impl Operator {
     /// When it cannot start, exits, or does not serve `/metrics` within 30 s.
     pub async fn start(args: &[String]) -> Result<Self, BoxError> {
         let metrics = free_port()?;
-        let mut child = Command::new(sibling("kube-fsm-examples")?)
-            .arg("run")
+        let mut child = Command::new(sibling("example-operator")?)
             .args(args)
             .args(["--metrics-addr", &metrics.to_string()])
             .env(

@@ -25,10 +25,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DeleteParams;
-use kube::{Api, CustomResource, ResourceExt};
+use kube::runtime::watcher;
+use kube::{Api, Client, CustomResource, ResourceExt};
 use kube_fsm::handler::ConditionError;
 use kube_fsm::handler::ContextError;
-use kube_fsm::{Cleanup, MachineStatus, Next, Step, state_machine};
+use kube_fsm::{Cleanup, MachineStatus, Next, Operator, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -263,6 +264,22 @@ impl DatabaseHandler for Handlers {
     }
 }
 
+/// The operator for `handlers`: Databases in `namespace` (or everywhere), reconciled again when
+/// a child ConfigMap they control changes. Only the children (by label) are watched.
+pub fn operator(
+    client: Client,
+    handlers: Handlers,
+    namespace: Option<&str>,
+) -> Operator<Database, Handlers> {
+    let operator = Operator::<Database, Handlers>::new(client, handlers)
+        .reporter("kube-fsm-examples")
+        .owns::<ConfigMap>(watcher::Config::default().labels(&child_selector()));
+    match namespace {
+        Some(namespace) => operator.namespace(namespace),
+        None => operator,
+    }
+}
+
 /// The Database CRD: the derived one plus the machine's CEL rules and printer columns
 /// (Phase, Ready = the ServiceAvailable condition, Age), from [`kube_fsm::crd`].
 pub fn crd()
@@ -277,43 +294,24 @@ pub fn crd_yaml() -> Result<String, serde_saphyr::SerializeError> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
     use k8s_openapi::jiff::Timestamp;
-    use kube::client::Body;
     use kube_fsm::handler::Cache;
     use kube_fsm::{Context, testing};
+    use kube_fsm_testkit::canned::{self, failure};
 
     use super::*;
 
-    type Log = Arc<Mutex<Vec<String>>>;
-
     /// A context whose client talks to a canned API server (`answer(method, path)` gives the
-    /// status code and JSON body; every request is recorded as `METHOD path`), with `children`
-    /// in the ConfigMap cache.
+    /// status code and JSON body), with `children` in the ConfigMap cache.
     fn context_with(
         answer: fn(&str, &str) -> (u16, serde_json::Value),
         children: Vec<ConfigMap>,
-    ) -> (Arc<Context>, Log) {
-        let seen = Log::default();
-        let log = Arc::clone(&seen);
-        let service = tower::service_fn(move |request: http::Request<Body>| {
-            let (method, path) = (
-                request.method().to_string(),
-                request.uri().path().to_owned(),
-            );
-            log.lock().expect("log").push(format!("{method} {path}"));
-            let (code, body) = answer(&method, &path);
-            async move {
-                http::Response::builder()
-                    .status(code)
-                    .header("content-type", "application/json")
-                    .body(Body::from(body.to_string().into_bytes()))
-            }
-        });
-        let client = kube::Client::new(service, "ns");
+    ) -> (Arc<Context>, canned::Log) {
+        let (client, log) = canned::client(move |method, path, _| answer(method, path));
         let context = Context::new(client).with_cache(Cache::from_objects(children));
-        (Arc::new(context), seen)
+        (Arc::new(context), log)
     }
 
     async fn step(
@@ -324,13 +322,6 @@ mod tests {
         testing::step_in(handlers, db, Timestamp::now(), context)
             .await
             .expect("the step succeeds")
-    }
-
-    fn status(code: u16, reason: &str) -> serde_json::Value {
-        serde_json::json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {},
-            "status": "Failure", "reason": reason, "code": code, "message": reason,
-        })
     }
 
     fn database() -> Database {
@@ -357,7 +348,7 @@ mod tests {
 
     #[tokio::test]
     async fn pending_accepts_and_the_first_write_says_provisioning() {
-        let (context, seen) = context_with(|_, _| (500, status(500, "Unexpected")), vec![]);
+        let (context, seen) = context_with(|_, _| (500, failure(500, "Unexpected")), vec![]);
         let handlers = Handlers::new();
         let outcome = step(&handlers, &database(), &context).await;
         assert_eq!(outcome.phase, DatabasePhase::Provisioning);
@@ -460,7 +451,7 @@ mod tests {
 
     #[tokio::test]
     async fn cleanup_is_done_when_the_child_is_already_gone() {
-        let (context, _) = context_with(|_, _| (404, status(404, "NotFound")), vec![]);
+        let (context, _) = context_with(|_, _| (404, failure(404, "NotFound")), vec![]);
         let handlers = Handlers::new();
         let done = DatabaseHandler::cleanup(&handlers, &database(), &context).await;
         assert_eq!(done.expect("a missing child is fine"), Cleanup::Done);

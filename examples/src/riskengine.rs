@@ -417,7 +417,6 @@ pub fn crd()
 #[cfg(test)]
 mod tests {
     use k8s_openapi::jiff::Timestamp;
-    use kube::client::Body;
     use kube_fsm::handler::Cache;
     use kube_fsm::{Context, testing};
 
@@ -454,17 +453,7 @@ mod tests {
     /// A context with `config_maps` cached, whose client answers every request with its own
     /// body (as an apply of a new object would).
     fn context(config_maps: Vec<ConfigMap>) -> std::sync::Arc<Context> {
-        let service = tower::service_fn(|request: http::Request<Body>| async move {
-            let body = http_body_util::BodyExt::collect(request.into_body())
-                .await?
-                .to_bytes();
-            http::Response::builder()
-                .status(200)
-                .header("content-type", "application/json")
-                .body(Body::from(body.to_vec()))
-                .map_err(crate::BoxError::from)
-        });
-        let client = Client::new(service, "default");
+        let (client, _) = kube_fsm_testkit::canned::client(kube_fsm_testkit::canned::echo);
         std::sync::Arc::new(
             Context::new(client)
                 .with_cache(Cache::from_objects(config_maps))

@@ -111,3 +111,13 @@ async fn respond(
     }
     Ok(response)
 }
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`), as the examples' `run` does.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

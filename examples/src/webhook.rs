@@ -17,7 +17,7 @@ use prometheus_client::registry::Registry;
 use crate::BoxError;
 use crate::database::Database;
 
-/// The `--webhook*` options of `run` and `demo`.
+/// How the webhook example (and the demo) serve and register the webhook.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Where to serve the webhook.
@@ -39,7 +39,7 @@ pub struct Options {
 /// Whether `start` registers the webhook.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Register {
-    /// No: something else registers it (`webhook-config` prints the registration).
+    /// No: something else registers it (the webhook example's `config` prints the registration).
     No,
     /// Yes, for the API server to call this base URL (`https://HOST:PORT`).
     At(String),
@@ -129,7 +129,7 @@ pub async fn start(
     })
 }
 
-/// The registration of the Database webhook, as YAML (`webhook-config`).
+/// The registration of the Database webhook (the webhook example's `config`).
 pub fn configuration(options: &WebhookOptions, policy: &Policy) -> ValidatingWebhookConfiguration {
     validating_webhook_configuration::<Database>(options, policy)
 }

@@ -16,14 +16,30 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::OnceCell;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kube-fsm-examples");
+/// An example's binary, built beside this test's by `cargo test` (`target/*/examples/NAME`).
+fn example(name: &str) -> std::path::PathBuf {
+    let deps = std::env::current_exe().expect("the test's path");
+    let path = deps
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join("examples")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is not built: `cargo test -p kube-fsm-examples` builds the examples (with `--test \
+         process` alone, run `cargo build -p kube-fsm-examples --examples` first)",
+        path.display()
+    );
+    path
+}
 
 static CRD: OnceCell<()> = OnceCell::const_new();
 
-/// Installs the CRD exactly as `kube-fsm-examples crd` prints it, once per process.
+/// Installs the CRD exactly as the database example's `crd` prints it, once per process.
 async fn install_crd(client: &Client) {
     CRD.get_or_init(|| async {
-        let out = std::process::Command::new(BIN)
+        let out = std::process::Command::new(example("database"))
             .arg("crd")
             .output()
             .expect("crd runs");
@@ -41,9 +57,9 @@ fn free_port() -> SocketAddr {
         .expect("a free port")
 }
 
-/// `kube-fsm-examples run` with `args`; killed when dropped.
-fn operator(args: &[&str]) -> Child {
-    Command::new(BIN)
+/// `EXAMPLE run` with `args`; killed when dropped.
+fn operator(example_name: &str, args: &[&str]) -> Child {
+    Command::new(example(example_name))
         .arg("run")
         .args(args)
         .env(
@@ -109,7 +125,10 @@ async fn the_operator_serves_its_metrics() {
     install_crd(&client).await;
     let ns = cluster::namespace(&client, "fsm-metrics").await;
     let addr = free_port();
-    let _operator = operator(&["--namespace", &ns, "--metrics-addr", &addr.to_string()]);
+    let _operator = operator(
+        "database",
+        &["--namespace", &ns, "--metrics-addr", &addr.to_string()],
+    );
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
     for name in ["a", "b"] {
@@ -207,17 +226,20 @@ async fn a_killed_leader_is_replaced_once_its_lease_expires() {
     };
     let replica = |identity: &'static str| {
         let addr = free_port().to_string();
-        operator(&[
-            "--namespace",
-            &ns,
-            "--metrics-addr",
-            &addr,
-            "--leader-elect",
-            "--identity",
-            identity,
-            "--lease-duration",
-            "4",
-        ])
+        operator(
+            "database",
+            &[
+                "--namespace",
+                &ns,
+                "--metrics-addr",
+                &addr,
+                "--leader-elect",
+                "--identity",
+                identity,
+                "--lease-duration",
+                "4",
+            ],
+        )
     };
     let mut a = replica("a");
     eventually(Duration::from_secs(15), || async {
@@ -269,20 +291,23 @@ async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
     .expect("policy file");
     let addr = free_port();
     let label = format!("{}={ns}", kube_fsm_testkit::admission::SCOPE_LABEL);
-    let _operator = operator(&[
-        "--namespace",
-        &ns,
-        "--metrics-addr",
-        &addr.to_string(),
-        "--webhook",
-        "127.0.0.1:0",
-        "--webhook-register",
-        "bound",
-        "--webhook-namespace-label",
-        &label,
-        "--webhook-policy",
-        &policy.to_string_lossy(),
-    ]);
+    let _operator = operator(
+        "webhook",
+        &[
+            "--namespace",
+            &ns,
+            "--metrics-addr",
+            &addr.to_string(),
+            "--addr",
+            "127.0.0.1:0",
+            "--register",
+            "bound",
+            "--namespace-label",
+            &label,
+            "--policy",
+            &policy.to_string_lossy(),
+        ],
+    );
     eventually(Duration::from_secs(30), || http_get(addr, "/healthz"))
         .await
         .expect("/healthz answers ok once the webhook serves");

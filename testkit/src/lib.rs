@@ -3,6 +3,7 @@
 #![deny(warnings, clippy::pedantic)]
 
 pub mod admission;
+pub mod canned;
 pub mod cluster;
 pub mod handlers;
 pub mod hold;
@@ -20,67 +21,29 @@ pub mod resources {
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
-    /// The reference machine, from `specs/database.yaml`.
-    #[state_machine(spec = "../specs/database.yaml")]
-    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-    #[kube(
-        group = "fsm.example.com",
-        version = "v1",
-        kind = "Database",
-        namespaced,
-        status = "DatabaseStatus"
-    )]
-    pub struct DatabaseSpec {
-        /// Database engine version.
-        pub version: String,
-    }
+    // The examples' machines, declared once: `Database` (`specs/database.yaml`) and
+    // `RiskEngine` (`specs/riskengine.yaml`, the admission tests' second spec).
+    pub use kube_fsm_examples::database::{
+        Database, DatabaseCondition, DatabaseDegradedEvent, DatabaseDegradedNext,
+        DatabaseDegradedTarget, DatabaseEvent, DatabaseHandler, DatabasePendingEvent,
+        DatabasePendingNext, DatabasePendingTarget, DatabasePhase, DatabaseProvisioningEvent,
+        DatabaseProvisioningNext, DatabaseProvisioningTarget, DatabaseRunningEvent,
+        DatabaseRunningNext, DatabaseRunningTarget, DatabaseSpec, DatabaseStatus,
+    };
+    pub use kube_fsm_examples::riskengine::{
+        RiskEngine, RiskEnginePhase, RiskEngineSpec, RiskEngineStatus,
+    };
 
-    impl Database {
-        /// A Database named `name` with version 16, as most tests create it.
-        #[must_use]
-        pub fn sample(name: &str) -> Self {
-            Database::new(
-                name,
-                DatabaseSpec {
-                    version: "16".into(),
-                },
-            )
-        }
-    }
-
-    /// Status of [`Database`].
-    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-    pub struct DatabaseStatus {
-        /// The machine's fields.
-        #[serde(flatten)]
-        pub machine: MachineStatus<DatabasePhase>,
-        /// Where the database answers.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub endpoint: Option<String>,
-    }
-
-    /// The example's `RiskEngine` machine, from `specs/riskengine.yaml` (the admission tests'
-    /// second example spec).
-    #[state_machine(spec = "../specs/riskengine.yaml")]
-    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-    #[kube(
-        group = "fsm.example.com",
-        version = "v1",
-        kind = "RiskEngine",
-        namespaced,
-        status = "RiskEngineStatus"
-    )]
-    pub struct RiskEngineSpec {
-        /// The release.
-        pub version: String,
-    }
-
-    /// Status of [`RiskEngine`].
-    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-    pub struct RiskEngineStatus {
-        /// The machine's fields.
-        #[serde(flatten)]
-        pub machine: MachineStatus<RiskEnginePhase>,
+    /// A Database named `name` with version 16 and one replica, as most tests create it.
+    #[must_use]
+    pub fn sample(name: &str) -> Database {
+        Database::new(
+            name,
+            DatabaseSpec {
+                version: "16".into(),
+                replicas: 1,
+            },
+        )
     }
 
     /// The same machine as `Database`, written inline.

@@ -11,7 +11,7 @@ use kube_fsm::Operator;
 use kube_fsm_testkit::cluster::{self, eventually};
 use kube_fsm_testkit::handlers::Databases;
 use kube_fsm_testkit::operator::Running;
-use kube_fsm_testkit::resources::Database;
+use kube_fsm_testkit::resources::{Database, sample};
 use tracing::Subscriber;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -80,10 +80,10 @@ async fn each_reconcile_has_a_span_naming_the_object_and_the_transition() {
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let operator =
         Running::spawn(Operator::<Database, _>::new(client.clone(), Databases).namespace(&ns));
-    api.create(&PostParams::default(), &Database::sample("db"))
+    api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
-    let object = format!("Database.v1.fsm.example.com/db.{ns}");
+    let object = format!("Database.v1.example.kube-fsm.dev/db.{ns}");
     let moves = |spans: &[Fields]| -> Vec<(String, String, String)> {
         spans
             .iter()

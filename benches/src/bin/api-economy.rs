@@ -1,6 +1,6 @@
 //! `api-economy`: the API-economy run of BENCHMARKS.md ("Scale: N objects on a real API
 //! server"), run by `scripts/bench-scale`. N Databases are created at once on the example
-//! operator (`kube-fsm-examples run`, a process of its own) until all are Running; then it
+//! operator (`example-operator`, a process of its own) until all are Running; then it
 //! settles, idles, the operator is restarted (SIGTERM, a new process; every object is
 //! reconciled again) and the objects are deleted. Each window is measured by the API server's
 //! `apiserver_request_total` and by the operator's own engine metrics; the report is a markdown
@@ -12,7 +12,7 @@
 //! ```
 //!
 //! Needs `KUBECONFIG` (a dedicated `scripts/envtest`, so that no other client's requests are
-//! counted) and the release binary `kube-fsm-examples` beside this one. Exit status: 0 within
+//! counted) and the release binary `example-operator` beside this one. Exit status: 0 within
 //! the per-object limits, 2 over them (or on bad arguments), 1 on errors.
 
 use std::process::ExitCode;

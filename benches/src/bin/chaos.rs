@@ -55,7 +55,7 @@ use kube_fsm_benches::chaos::faults::{FaultLayer, FaultPlan};
 use kube_fsm_benches::chaos::writers::{Expect, LABEL, WRITER, act, new_db, unconverged};
 use kube_fsm_benches::chaos::{ChaosHandler, audit};
 use kube_fsm_testkit::metrics::Recorded;
-use kube_fsm_testkit::resources::Database;
+use kube_fsm_testkit::resources::{Database, sample};
 use kube_fsm_testkit::{admission, cluster};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -282,7 +282,7 @@ async fn main() {
                 &client,
                 &namespaces[0],
                 (LABEL, &run),
-                Database::sample(admission::PROBE),
+                sample(admission::PROBE),
                 kube_fsm::admission::Policy::default(),
                 FailurePolicy::Fail,
             )

@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use kube_fsm::Operator;
 use kube_fsm_testkit::handlers::Databases;
 use kube_fsm_testkit::proxy::Proxy;
-use kube_fsm_testkit::resources::Database;
+use kube_fsm_testkit::resources::{Database, sample};
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -50,7 +50,7 @@ async fn run(client: &Client, cut: Duration, objects: usize) -> Duration {
     let task = tokio::spawn(operator.run());
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     // A first object shows the operator is up before the cut.
-    api.create(&PostParams::default(), &Database::sample("first"))
+    api.create(&PostParams::default(), &sample("first"))
         .await
         .expect("create");
     while running(&api).await < 1 {
@@ -62,12 +62,9 @@ async fn run(client: &Client, cut: Duration, objects: usize) -> Duration {
         // Arriving across the outage.
         let due = cut.mul_f64(i as f64 / objects as f64);
         tokio::time::sleep(due.saturating_sub(cut_at.elapsed())).await;
-        api.create(
-            &PostParams::default(),
-            &Database::sample(&format!("db-{i}")),
-        )
-        .await
-        .expect("create");
+        api.create(&PostParams::default(), &sample(&format!("db-{i}")))
+            .await
+            .expect("create");
     }
     tokio::time::sleep(cut.saturating_sub(cut_at.elapsed())).await;
     proxy.heal();

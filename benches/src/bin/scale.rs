@@ -1,5 +1,5 @@
 //! The scale run (BENCHMARKS.md, "Scale: kube-fsm against a hand-written controller"): the
-//! example operator (`kube-fsm-examples run`, a process of its own) and the hand-written
+//! example operator (`example-operator`, a process of its own) and the hand-written
 //! `reference-controller` doing the same job, one after the other on the same API server, each
 //! driving N Databases spread over M namespaces from creation to Running. Per operator: time
 //! until all are Running and p50/p99 per object, the operator process's peak RSS and CPU time,
@@ -26,7 +26,7 @@
 //!
 //! Needs `KUBECONFIG` (a dedicated `scripts/envtest`, so that no other client's requests are
 //! counted; `KUBE_FSM_ENVTEST_DIR` locates its kube-apiserver's pid for its CPU time) and the
-//! release binaries `kube-fsm-examples` and `reference-controller` beside this one.
+//! release binaries `example-operator` and `reference-controller` beside this one.
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::Stdio;
@@ -240,9 +240,8 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     for replica in 0..replicas {
         let mut command = match program {
             "kube-fsm" => {
-                let mut c = tokio::process::Command::new(sibling("kube-fsm-examples")?);
+                let mut c = tokio::process::Command::new(sibling("example-operator")?);
                 c.args([
-                    "run",
                     "--metrics-addr",
                     "127.0.0.1:0",
                     "--events",

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
-use kube_fsm_testkit::resources::Database;
+use kube_fsm_testkit::resources::{Database, sample};
 use serde_json::json;
 
 /// The label that marks a run's objects (value: the run id).
@@ -36,7 +36,7 @@ pub fn key(db: &Database) -> String {
 }
 
 pub fn new_db(name: &str, ns: &str, run: &str) -> Database {
-    let mut db = Database::sample(name);
+    let mut db = sample(name);
     db.metadata = ObjectMeta {
         name: Some(name.into()),
         namespace: Some(ns.into()),

@@ -1,6 +1,6 @@
 //! The API-economy run (`src/bin/api-economy.rs`, run by `scripts/bench-scale`; BENCHMARKS.md,
 //! "Scale: N objects on a real API server"): N Databases created at once on the example
-//! operator, a process of its own (`kube-fsm-examples run`), until all are Running; then idle,
+//! operator, a process of its own (`example-operator`), until all are Running; then idle,
 //! a restart of the operator (every object reconciled again) and deletion. Each window is
 //! measured by the API server's own request counters and by the operator's engine metrics.
 //!
@@ -84,7 +84,7 @@ impl Options {
         Ok(options)
     }
 
-    /// The arguments of `kube-fsm-examples run` (besides `--metrics-addr`).
+    /// The arguments of `example-operator` (besides `--metrics-addr`).
     #[must_use]
     pub fn operator_args(&self) -> Vec<String> {
         ["--namespace", &self.namespace, "--events", "all"]

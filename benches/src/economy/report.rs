@@ -122,7 +122,7 @@ impl Report<'_> {
         let _ = writeln!(
             out,
             "The example operator (`examples/src/database.rs`, machine `specs/database.yaml`, one \
-             child ConfigMap per object) runs as a process of its own, `kube-fsm-examples run {} \
+             child ConfigMap per object) runs as a process of its own, `example-operator {} \
              --metrics-addr 127.0.0.1:PORT` (otherwise `run`'s defaults); the restart stops it \
              with SIGTERM and starts a new one. {n} Databases are created at once (50 requests \
              in flight) on the running controller. The figures are deltas between readings of \

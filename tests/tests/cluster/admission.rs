@@ -15,11 +15,11 @@ use kube_fsm_testkit::admission::{self, PROBE};
 use kube_fsm_testkit::cluster::{client, install_crd, install_crds, wait_phase};
 use kube_fsm_testkit::handlers::Databases;
 use kube_fsm_testkit::operator::{Running, in_namespace};
-use kube_fsm_testkit::resources::{Database, RiskEngine, RiskEngineSpec};
+use kube_fsm_testkit::resources::{Database, RiskEngine, RiskEngineSpec, sample};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-const WEBHOOK: &str = "phase.databases.fsm.example.com";
+const WEBHOOK: &str = "phase.databases.example.kube-fsm.dev";
 
 async fn set_phase<K>(
     api: &Api<K>,
@@ -182,19 +182,18 @@ async fn the_api_server_refuses_every_illegal_move_and_admits_every_legal_one() 
             name,
             RiskEngineSpec {
                 version: "1.0".into(),
+                timeout_seconds: 60,
+                parameters: std::collections::BTreeMap::new(),
             },
         )
     };
     let fail = FailurePolicy::Fail;
-    let probe = Database::sample(PROBE);
+    let probe = sample(PROBE);
     let db = admission::serve(&client, &ns, probe, Policy::default(), fail).await;
     let re = admission::serve(&client, &ns, engine(PROBE), Policy::default(), fail).await;
 
     // Database: 5 phases, 7 edges; RiskEngine: 6 phases, 9 edges.
-    assert_eq!(
-        every_pair(&databases, Database::sample).await,
-        (5 + 7, 25 - 12)
-    );
+    assert_eq!(every_pair(&databases, sample).await, (5 + 7, 25 - 12));
     assert_eq!(every_pair(&engines, engine).await, (6 + 9, 36 - 15));
 
     // The message as a client sees it names the webhook.
@@ -241,14 +240,14 @@ async fn policy_layers_leave_moves_to_the_operator_and_the_operator_converges_th
         admission::namespace(&client, "admission-restricted", &[("tier", "restricted")]).await;
     let mut registrations = Vec::new();
     for ns in [&open, &restricted] {
-        let probe = Database::sample(PROBE);
+        let probe = sample(PROBE);
         let policy = layered_policy();
         registrations.push(admission::serve(&client, ns, probe, policy, FailurePolicy::Fail).await);
     }
 
     // Open namespace: a human may move along edges, but not into Failed (platform rule).
     let api: Api<Database> = Api::namespaced(client.clone(), &open);
-    api.create(&PostParams::default(), &Database::sample("by-hand"))
+    api.create(&PostParams::default(), &sample("by-hand"))
         .await
         .expect("create");
     for phase in ["Pending", "Provisioning"] {
@@ -270,12 +269,12 @@ async fn policy_layers_leave_moves_to_the_operator_and_the_operator_converges_th
 
     // Restricted namespace: a human may not move the phase at all; the operator converges.
     let api: Api<Database> = Api::namespaced(client.clone(), &restricted);
-    api.create(&PostParams::default(), &Database::sample("tenant"))
+    api.create(&PostParams::default(), &sample("tenant"))
         .await
         .expect("create");
     let message = refusal(set_phase(&api, "tenant", Some("Pending"), &manager("hand-edit")).await);
     assert!(
-        message.starts_with("admission webhook \"tier-restricted.databases.fsm.example.com\" denied the request: in namespaces of tier restricted, only the operator"),
+        message.starts_with("admission webhook \"tier-restricted.databases.example.kube-fsm.dev\" denied the request: in namespaces of tier restricted, only the operator"),
         "{message}"
     );
     let operator = Running::spawn(in_namespace::<Database, _>(&client, &restricted, Databases));
@@ -294,10 +293,10 @@ async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_oper
     install_crds(&client).await;
     let ns = admission::namespace(&client, "admission-down", &[]).await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-    api.create(&PostParams::default(), &Database::sample("db"))
+    api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
-    let registration = admission::unreachable(&client, &ns, Database::sample(PROBE)).await;
+    let registration = admission::unreachable(&client, &ns, sample(PROBE)).await;
 
     let err = set_phase(&api, "db", Some("Pending"), &manager("kube-fsm"))
         .await
@@ -305,12 +304,9 @@ async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_oper
     assert!(err.to_string().contains("failed calling webhook"), "{err}");
     // Only status writes can carry a phase (status is a subresource): creates and metadata
     // updates do not wait for the webhook.
-    api.create(
-        &PostParams::default(),
-        &Database::sample("created-while-down"),
-    )
-    .await
-    .expect("Fail: a create is not the webhook's");
+    api.create(&PostParams::default(), &sample("created-while-down"))
+        .await
+        .expect("Fail: a create is not the webhook's");
     let label = Patch::Merge(serde_json::json!({ "metadata": { "labels": { "team": "db" } } }));
     api.patch("db", &PatchParams::default(), &label)
         .await
@@ -364,19 +360,16 @@ async fn after_a_webhook_outage_the_operator_resumes_within_seconds() {
     install_crds(&client).await;
     let ns = admission::namespace(&client, "admission-resume", &[]).await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-    let registration = admission::unreachable(&client, &ns, Database::sample(PROBE)).await;
+    let registration = admission::unreachable(&client, &ns, sample(PROBE)).await;
     // The default backoff (0.5 s doubling up to 5 min): 20 s of refused writes grow it well
     // past 10 s, which a connection failure caps at 30 s (`reconnect_max`).
     let operator = Running::spawn(
         kube_fsm::Operator::<Database, _>::new(client.clone(), Databases).namespace(&ns),
     );
     for i in 0..10 {
-        api.create(
-            &PostParams::default(),
-            &Database::sample(&format!("db-{i}")),
-        )
-        .await
-        .expect("create");
+        api.create(&PostParams::default(), &sample(&format!("db-{i}")))
+            .await
+            .expect("create");
     }
     tokio::time::sleep(Duration::from_secs(20)).await;
     let phased = || async {

@@ -4,7 +4,7 @@
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube_fsm_testkit::cluster;
-use kube_fsm_testkit::resources::Database;
+use kube_fsm_testkit::resources::{Database, sample};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -15,7 +15,7 @@ async fn kubectl_get_shows_phase_and_ready_columns() {
         return;
     };
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-    api.create(&PostParams::default(), &Database::sample("db"))
+    api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
     let status = json!({ "status": {
@@ -30,7 +30,7 @@ async fn kubectl_get_shows_phase_and_ready_columns() {
         .expect("status");
 
     let request = http::Request::get(format!(
-        "/apis/fsm.example.com/v1/namespaces/{ns}/databases"
+        "/apis/example.kube-fsm.dev/v1/namespaces/{ns}/databases"
     ))
     .header(
         "Accept",

@@ -86,7 +86,7 @@ async fn a_hand_edited_phase_is_adopted_by_default() {
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let recorded = Recorded::default();
     let operator = start::<Database, _>(&client, &ns, Databases, &recorded);
-    api.create(&PostParams::default(), &Database::sample("db"))
+    api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
     wait_phase(&api, "db", "Running").await;

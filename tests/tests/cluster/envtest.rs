@@ -129,7 +129,7 @@ where
 }
 
 async fn create_db(api: &Api<Database>, name: &str) -> Database {
-    api.create(&PostParams::default(), &Database::sample(name))
+    api.create(&PostParams::default(), &sample(name))
         .await
         .expect("create database")
 }

@@ -10,7 +10,7 @@ use kube_fsm_testkit::cluster::{self, eventually, hand_edit, wait_phase};
 use kube_fsm_testkit::handlers::Databases;
 use kube_fsm_testkit::metrics::Recorded;
 use kube_fsm_testkit::operator::{self, Running};
-use kube_fsm_testkit::resources::Database;
+use kube_fsm_testkit::resources::{Database, sample};
 use serde_json::json;
 
 /// Runs a Database to Running under `policy`, then hand-edits its phase to one that is not a
@@ -24,7 +24,7 @@ async fn reasons_under(policy: RecordedEvents, test: &str, prefix: &str) -> Opti
             .record_events(policy)
             .metrics(recorded.metrics()),
     );
-    api.create(&PostParams::default(), &Database::sample("db"))
+    api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
     wait_phase(&api, "db", "Running").await;

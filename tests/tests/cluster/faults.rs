@@ -204,7 +204,7 @@ async fn a_phase_written_by_someone_else_starts_its_own_clock_also_across_restar
     };
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let operator = Running::spawn(operator::in_namespace::<Database, _>(&client, &ns, Patient));
-    api.create(&PostParams::default(), &Database::sample("db"))
+    api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
     wait_phase(&api, "db", "Pending").await;
@@ -303,7 +303,7 @@ async fn a_conflict_caused_by_deletion_runs_cleanup_not_the_step_again() {
         &ns,
         handler.clone(),
     ));
-    api.create(&PostParams::default(), &Database::sample("db"))
+    api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
     let gone = eventually(Duration::from_secs(15), || async {

@@ -125,7 +125,7 @@ async fn user_fields_are_written_with_the_phase_in_one_patch_and_others_survive(
         operator::in_namespace::<Database, _>(&client, &ns, handler.clone())
             .metrics(recorded.metrics()),
     );
-    api.create(&PostParams::default(), &Database::sample("db"))
+    api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
     let db = wait_phase(&api, "db", "Provisioning").await;
@@ -213,7 +213,7 @@ async fn a_conflict_redoes_the_step_on_what_the_server_holds() {
         operator::in_namespace::<Database, _>(&client, &ns, handler.clone())
             .metrics(recorded.metrics()),
     );
-    api.create(&PostParams::default(), &Database::sample("db"))
+    api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
     // While the first step runs, another writer sets the endpoint: the step's write, locked on
@@ -354,7 +354,7 @@ async fn children_come_from_the_cache_by_owner_and_unchanged_applies_are_skipped
         .create(&PostParams::default(), &stranger)
         .await
         .expect("create");
-    api.create(&PostParams::default(), &Database::sample("db"))
+    api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
     wait_phase(&api, "db", "Running").await;
@@ -455,7 +455,7 @@ async fn keys_operator(
         operator::in_namespace::<Database, _>(client, ns, handler.clone())
             .owns::<ConfigMap>(config),
     );
-    let mut db = Database::sample("db");
+    let mut db = sample("db");
     db.annotations_mut().insert("keys".into(), keys.into());
     Api::<Database>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &db)

@@ -59,7 +59,7 @@ async fn wait_holder(leases: &Api<Lease>, identity: &str, timeout: Duration) -> 
 /// Creates `name` and waits until it is Running; returns the field managers that wrote its
 /// status (from `metadata.managedFields`).
 async fn status_writers(api: &Api<Database>, name: &str) -> BTreeSet<String> {
-    api.create(&PostParams::default(), &Database::sample(name))
+    api.create(&PostParams::default(), &sample(name))
         .await
         .expect("create");
     let db = eventually(Duration::from_secs(30), || async {

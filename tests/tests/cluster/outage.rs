@@ -94,12 +94,9 @@ async fn after_an_outage_longer_than_the_reconnect_cap_everything_converges_with
     let health = operator.health();
     let operator = Running::spawn(operator);
     for i in 0..5 {
-        api.create(
-            &PostParams::default(),
-            &Database::sample(&format!("before-{i}")),
-        )
-        .await
-        .expect("create");
+        api.create(&PostParams::default(), &sample(&format!("before-{i}")))
+            .await
+            .expect("create");
     }
     for i in 0..5 {
         wait_phase(&api, &format!("before-{i}"), "Running").await;
@@ -109,12 +106,9 @@ async fn after_an_outage_longer_than_the_reconnect_cap_everything_converges_with
     gated.open.store(false, Ordering::SeqCst);
     let arrived = gated.waiting.load(Ordering::SeqCst);
     for i in 0..3 {
-        api.create(
-            &PostParams::default(),
-            &Database::sample(&format!("stuck-{i}")),
-        )
-        .await
-        .expect("create");
+        api.create(&PostParams::default(), &sample(&format!("stuck-{i}")))
+            .await
+            .expect("create");
     }
     eventually(Duration::from_secs(10), || async {
         (gated.waiting.load(Ordering::SeqCst) >= arrived + 3).then_some(())
@@ -126,12 +120,9 @@ async fn after_an_outage_longer_than_the_reconnect_cap_everything_converges_with
     gated.open.store(true, Ordering::SeqCst);
     // Meanwhile: new objects, changed specs, a deletion.
     for i in 0..5 {
-        api.create(
-            &PostParams::default(),
-            &Database::sample(&format!("during-{i}")),
-        )
-        .await
-        .expect("create");
+        api.create(&PostParams::default(), &sample(&format!("during-{i}")))
+            .await
+            .expect("create");
     }
     for i in 0..2 {
         api.patch(

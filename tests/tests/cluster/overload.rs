@@ -39,12 +39,9 @@ async fn an_overloaded_api_server_gets_ever_fewer_writes_and_no_transition_is_lo
     overload.refuse();
     let running = Running::spawn(operator);
     for i in 0..OBJECTS {
-        api.create(
-            &PostParams::default(),
-            &Database::sample(&format!("db-{i}")),
-        )
-        .await
-        .expect("create");
+        api.create(&PostParams::default(), &sample(&format!("db-{i}")))
+            .await
+            .expect("create");
     }
     let window = Duration::from_secs(8);
     tokio::time::sleep(window).await;
@@ -114,12 +111,9 @@ async fn a_flaky_api_server_keeps_the_operators_concurrency() {
     const FLAKY_OBJECTS: usize = 60;
     let started = Instant::now();
     for i in 0..FLAKY_OBJECTS {
-        api.create(
-            &PostParams::default(),
-            &Database::sample(&format!("db-{i}")),
-        )
-        .await
-        .expect("create");
+        api.create(&PostParams::default(), &sample(&format!("db-{i}")))
+            .await
+            .expect("create");
     }
     let converged = eventually(Duration::from_secs(90), || async {
         lowest.set(lowest.get().min(limit()));

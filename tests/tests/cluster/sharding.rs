@@ -303,12 +303,9 @@ async fn change_every_spec(api: &Api<Database>) {
 
 async fn create(api: &Api<Database>, prefix: &str, count: usize) {
     for i in 0..count {
-        api.create(
-            &PostParams::default(),
-            &Database::sample(&format!("{prefix}-{i}")),
-        )
-        .await
-        .expect("create");
+        api.create(&PostParams::default(), &sample(&format!("{prefix}-{i}")))
+            .await
+            .expect("create");
     }
 }
 
@@ -668,7 +665,7 @@ async fn an_object_whose_label_write_failed_is_labelled_once_the_write_can_land(
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     // Another team's policy webhook, down under Fail, refuses every metadata write of
     // Databases here: creates go through, shard labels do not.
-    let probe = Database::sample(kube_fsm_testkit::admission::PROBE);
+    let probe = sample(kube_fsm_testkit::admission::PROBE);
     let policy = kube_fsm_testkit::admission::policy_webhook_down(&client, &ns, probe).await;
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let (a, a_metrics) = replica(&client, &ns, "replica-a", &ledger);
@@ -946,7 +943,7 @@ async fn a_label_write_never_lands_on_a_version_it_did_not_see() {
     );
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
     let created = api
-        .create(&PostParams::default(), &Database::sample("x"))
+        .create(&PostParams::default(), &sample("x"))
         .await
         .expect("create");
     let hash = kube_fsm::controller::shard_of(&created.uid().unwrap_or_default(), 3);

@@ -256,12 +256,7 @@ impl DatabaseHandler for Handlers {
 
 #[tokio::test]
 async fn handlers_dispatch_with_typed_moves() {
-    let db = Database::new(
-        "db",
-        DatabaseSpec {
-            version: "16".into(),
-        },
-    );
+    let db = sample("db");
     let mut step = Step::<Database>::new(
         &db,
         k8s_openapi::jiff::Timestamp::UNIX_EPOCH,

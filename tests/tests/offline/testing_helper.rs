@@ -83,12 +83,7 @@ impl DatabaseHandler for Handlers {
 }
 
 fn db() -> Database {
-    Database::new(
-        "db",
-        DatabaseSpec {
-            version: "16".into(),
-        },
-    )
+    sample("db")
 }
 
 #[tokio::test]

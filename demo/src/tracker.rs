@@ -10,7 +10,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::database::{Database, DatabasePhase, DatabaseStatus};
+use kube_fsm_examples::database::{Database, DatabasePhase, DatabaseStatus};
 
 /// What the tracker has seen so far.
 #[derive(Clone, Debug, Default)]

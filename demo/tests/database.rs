@@ -5,7 +5,7 @@
 
 use kube_fsm_testkit::cluster;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kube-fsm-examples");
+const BIN: &str = env!("CARGO_BIN_EXE_kube-fsm-demo");
 
 #[tokio::test]
 async fn the_database_demo_shows_each_transition_as_it_happens() {
@@ -14,7 +14,7 @@ async fn the_database_demo_shows_each_transition_as_it_happens() {
     };
     let ns = cluster::namespace(&client, "fsm-demo-db").await;
     let out = tokio::process::Command::new(BIN)
-        .args(["demo", "--example", "database", "--objects", "3"])
+        .args(["--example", "database", "--objects", "3"])
         .args(["--namespace", &ns, "--timeout", "60"])
         .env("RUST_LOG", "warn")
         .output()

@@ -12,7 +12,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
 
 use crate::BoxError;
-use crate::database::{Database, DatabaseSpec, child_selector};
+use kube_fsm_examples::database::{Database, DatabaseSpec, child_selector};
 
 /// Creates `crd`, or replaces it if it exists, and waits until it is Established.
 pub async fn install_crd(

@@ -6,7 +6,7 @@
 
 use kube_fsm_testkit::cluster;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kube-fsm-examples");
+const BIN: &str = env!("CARGO_BIN_EXE_kube-fsm-demo");
 
 #[tokio::test]
 async fn the_riskengine_demo_holds_every_step_on_the_real_api_server() {
@@ -17,7 +17,7 @@ async fn the_riskengine_demo_holds_every_step_on_the_real_api_server() {
     let prefix = cluster::namespace(&client, "fsm-risk").await;
     let platform = format!("{prefix}-platform");
     let out = tokio::process::Command::new(BIN)
-        .args(["demo", "--example", "riskengine", "--namespace", &prefix])
+        .args(["--example", "riskengine", "--namespace", &prefix])
         .args(["--platform-namespace", &platform, "--timeout", "60"])
         .env("RUST_LOG", "warn")
         .output()

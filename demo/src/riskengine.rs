@@ -17,13 +17,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use kube_fsm::Stopped;
-use tokio::sync::oneshot;
+use kube_fsm_testkit::operator::Running;
 
-use crate::riskengine::{
+use crate::{BoxError, cluster};
+use kube_fsm_examples::riskengine::{
     self, ALLOW_LIST, Handlers, PART_OF, RiskEngine, RiskEnginePhase, RiskEngineSpec, VERSIONS_KEY,
 };
-use crate::{BoxError, cluster};
 
 /// Options of the RiskEngine demo.
 #[derive(Clone, Debug)]
@@ -74,25 +73,10 @@ pub async fn run(options: RiskDemoOptions) -> Result<ExitCode, BoxError> {
 
     refuse_out_of_range_timeout(&client, &tenants[0]).await?;
 
-    let (stop, stopped) = oneshot::channel::<()>();
     let handlers = Handlers::new(options.platform_namespace.clone());
-    let operator = tokio::spawn(
-        riskengine::operator(client.clone(), handlers)
-            .shutdown_on(async move {
-                let _ = stopped.await;
-            })
-            .run(),
-    );
+    let operator = Running::spawn(riskengine::operator(client.clone(), handlers));
     let result = scenario(&client, &tenants, &options, start).await;
-    let _ = stop.send(());
-    if tokio::time::timeout(Duration::from_secs(10), operator)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        != Some(Stopped::Signal)
-    {
-        eprintln!("warning: the operator did not stop within 10 s");
-    }
+    operator.stop().await;
     match result {
         Ok(()) => {
             println!(

@@ -6,8 +6,10 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 
-use crate::database::{DatabasePhase, DatabaseStatus, Handlers};
-use crate::operator::Running;
+use kube_fsm_examples::database::{self, DatabasePhase, DatabaseStatus, Handlers};
+use kube_fsm_examples::webhook;
+use kube_fsm_testkit::operator::Running;
+
 use crate::tracker::{Snapshot, Tracker};
 use crate::{BoxError, cluster};
 
@@ -36,7 +38,7 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
         "kube-fsm demo: {} Database objects in namespace {ns} (Kubernetes {}.{})",
         options.objects, server.major, server.minor
     );
-    cluster::install_crd(&client, crate::database::crd()).await?;
+    cluster::install_crd(&client, database::crd()).await?;
     cluster::ensure_namespace(&client, ns).await?;
     println!(
         "CRD databases.example.kube-fsm.dev is Established; starting the operator\n\
@@ -44,13 +46,13 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
     );
 
     let webhook = if options.webhook {
-        let started = crate::webhook::start(
+        let started = webhook::start(
             &client,
-            &crate::webhook::Options {
+            &webhook::Options {
                 addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
                 tls: None,
                 policy: None,
-                register: crate::webhook::Register::Bound,
+                register: webhook::Register::Bound,
                 ca_file: None,
                 failure_policy: kube_fsm::admission::FailurePolicy::Fail,
                 namespace_label: None,
@@ -76,7 +78,11 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
     {
         println!("the watch of Databases has not listed yet; creating them anyway");
     }
-    let operator = Running::start(client.clone(), Handlers::new(), ns);
+    let operator = Running::spawn(database::operator(
+        client.clone(),
+        Handlers::new(),
+        Some(ns),
+    ));
     cluster::create_databases(&client, ns, options.objects, 16).await?;
 
     let mut snapshots = tracker.snapshots.clone();
@@ -141,12 +147,10 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
         eprintln!("error: cleanup failed: {err}");
         code = ExitCode::FAILURE;
     }
-    if !operator.stop(Duration::from_secs(10)).await {
-        eprintln!("warning: the operator did not stop within 10 s");
-    }
+    operator.stop().await;
     tracker.stop();
     if let Some(name) = webhook
-        && let Err(err) = crate::webhook::unregister(&client, &name).await
+        && let Err(err) = webhook::unregister(&client, &name).await
     {
         eprintln!("error: unregistering the admission webhook {name}: {err}");
         code = ExitCode::FAILURE;
@@ -160,7 +164,7 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
 /// up to 10 s.)
 async fn illegal_patch_is_refused(client: &Client, ns: &str, name: &str) -> Result<(), BoxError> {
     use kube::api::{Api, Patch, PatchParams};
-    let api: Api<crate::database::Database> = Api::namespaced(client.clone(), ns);
+    let api: Api<database::Database> = Api::namespaced(client.clone(), ns);
     let params = PatchParams {
         dry_run: true,
         field_manager: Some("kubectl-edit".into()),

@@ -1,0 +1,156 @@
+//! The demo `scripts/demo` runs: the Database and RiskEngine example operators in this
+//! process against the cluster of the kubeconfig, a scripted scenario each, and every step
+//! checked (exit 1 when a promise does not hold).
+//!
+//! ```text
+//! kube-fsm-demo [--example database|riskengine|all] [--objects N] [--namespace NS]
+//!               [--platform-namespace NS] [--timeout SECS] [--keep] [--webhook]
+//! ```
+
+mod cluster;
+mod database;
+mod riskengine;
+mod tracker;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// The error type of the demos.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Example {
+    Database,
+    Riskengine,
+    All,
+}
+
+/// Drives kube-fsm's example operators end to end.
+#[derive(Debug, Parser)]
+#[command(name = "kube-fsm-demo", version)]
+struct Demo {
+    /// Which demo: database (install the CRD, create the Databases, print each transition,
+    /// exit 0 once all are Running, delete them), riskengine (tenants in NS-tenant-a/b/c with
+    /// a version allow-list in the platform namespace; every step checks itself), or both.
+    #[arg(long, value_enum, default_value = "all")]
+    example: Example,
+    /// How many Databases to create.
+    #[arg(long, default_value_t = 5)]
+    objects: usize,
+    /// Where the Databases go (and the RiskEngine tenants' namespace prefix).
+    #[arg(long, default_value = "kube-fsm-demo")]
+    namespace: String,
+    /// Where the RiskEngine platform keeps its allow-list.
+    #[arg(long, default_value = "kube-fsm-platform")]
+    platform_namespace: String,
+    /// How long each wait may take.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    timeout: u64,
+    /// Leave the objects in place at the end.
+    #[arg(long)]
+    keep: bool,
+    /// The operator also serves the admission webhook, registered for the demo, and the demo
+    /// shows the API server refusing an illegal status patch.
+    #[arg(long)]
+    webhook: bool,
+}
+
+/// One demo.
+#[derive(Debug)]
+enum Run {
+    Database(database::DemoOptions),
+    RiskEngine(riskengine::RiskDemoOptions),
+}
+
+impl Demo {
+    /// The demos to run, in turn.
+    fn runs(self) -> Vec<Run> {
+        let timeout = Duration::from_secs(self.timeout);
+        let database = Run::Database(database::DemoOptions {
+            webhook: self.webhook,
+            objects: self.objects,
+            namespace: self.namespace.clone(),
+            timeout,
+            keep: self.keep,
+        });
+        let riskengine = Run::RiskEngine(riskengine::RiskDemoOptions {
+            prefix: self.namespace,
+            platform_namespace: self.platform_namespace,
+            timeout,
+            keep: self.keep,
+        });
+        match self.example {
+            Example::Database => vec![database],
+            Example::Riskengine => vec![riskengine],
+            Example::All => vec![database, riskengine],
+        }
+    }
+}
+
+/// Runs the demos in turn; stops at the first that fails.
+async fn run(demos: Vec<Run>) -> Result<ExitCode, BoxError> {
+    for demo in demos {
+        let code = match demo {
+            Run::Database(options) => database::run(options).await?,
+            Run::RiskEngine(options) => riskengine::run(options).await?,
+        };
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let demos = Demo::parse().runs();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    run(demos).await.unwrap_or_else(|err| {
+        eprintln!("error: {err}");
+        ExitCode::FAILURE
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Result<Demo, clap::Error> {
+        Demo::try_parse_from(std::iter::once("kube-fsm-demo").chain(line.split_whitespace()))
+    }
+
+    #[test]
+    fn parses_the_options_and_defaults() {
+        let runs = parse("--objects 7 --keep").expect("parses").runs();
+        let [Run::Database(demo), Run::RiskEngine(risk)] = runs.as_slice() else {
+            panic!("both demos by default")
+        };
+        assert_eq!(
+            (risk.prefix.as_str(), risk.platform_namespace.as_str()),
+            ("kube-fsm-demo", "kube-fsm-platform")
+        );
+        assert_eq!(
+            (demo.objects, demo.namespace.as_str(), demo.keep),
+            (7, "kube-fsm-demo", true)
+        );
+        assert_eq!(demo.timeout, Duration::from_secs(60));
+        let runs = parse("--example riskengine").expect("parses").runs();
+        assert!(matches!(runs.as_slice(), [Run::RiskEngine(_)]));
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let error = |line: &str| parse(line).expect_err(line).to_string();
+        assert!(error("--objects many").contains("invalid value 'many'"));
+        assert!(error("--objects").contains("a value is required"));
+        assert!(error("extra").contains("unexpected argument 'extra'"));
+        assert!(error("--example cats").contains("[possible values: database, riskengine, all]"));
+    }
+}

@@ -1,0 +1,130 @@
+//! The Database operator as it runs in a cluster: `specs/database.yaml`'s machine and the
+//! handlers of `src/database.rs` (one child ConfigMap per Database, written for API economy),
+//! with `/metrics`, `/healthz` and `/readyz`, optionally one leader among several replicas.
+//!
+//! ```text
+//! cargo run -p kube-fsm-examples --example database -- crd | kubectl apply -f -
+//! cargo run -p kube-fsm-examples --example database -- run [--namespace NS] [--leader-elect]
+//! cargo run -p kube-fsm-examples --example database -- diagram [--dot]
+//! ```
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use kube_fsm::Stopped;
+use kube_fsm::controller::LeaderElection;
+use kube_fsm_examples::database::{self, DatabasePhase, Handlers};
+use kube_fsm_examples::{BoxError, serve};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Parser)]
+#[command(name = "database", about = "The Database example operator")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the CRD as YAML (with the machine's CEL rules and printer columns).
+    Crd,
+    /// Print the machine as Mermaid (or Graphviz DOT).
+    Diagram {
+        /// Graphviz DOT instead of Mermaid.
+        #[arg(long)]
+        dot: bool,
+    },
+    /// Run the operator until Ctrl-C or SIGTERM.
+    Run {
+        /// Watch this namespace only (default: all).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Where to serve /metrics, /healthz and /readyz.
+        #[arg(long, default_value = "0.0.0.0:8080")]
+        metrics_addr: SocketAddr,
+        /// Only the replica holding the Lease kube-fsm-examples reconciles; a replica that
+        /// loses it exits 1, to be restarted.
+        #[arg(long)]
+        leader_elect: bool,
+        /// This replica's identity in the Lease (default: host name and a random suffix).
+        #[arg(long)]
+        identity: Option<String>,
+        /// Where the Lease is (default: the watched namespace, or default).
+        #[arg(long)]
+        lease_namespace: Option<String>,
+        /// The Lease's duration.
+        #[arg(long, value_name = "SECS", default_value_t = 15)]
+        lease_duration: u64,
+    },
+}
+
+async fn run(
+    namespace: Option<String>,
+    metrics_addr: SocketAddr,
+    election: Option<LeaderElection>,
+) -> Result<ExitCode, BoxError> {
+    // Without kube's own retry of 429/503/504: the engine paces and retries on what it sees.
+    let client = kube_fsm::client(kube::Config::infer().await?)?;
+    let mut registry = Registry::default();
+    let metrics = kube_fsm::metrics::Metrics::default();
+    metrics.register(&mut registry);
+    let mut operator =
+        database::operator(client, Handlers::new(), namespace.as_deref()).metrics(&metrics);
+    let (addr, _server) = serve::metrics(metrics_addr, registry, operator.health(), None).await?;
+    tracing::info!(metrics = %format!("http://{addr}/metrics"), "starting the Database operator");
+    if let Some(election) = election {
+        tracing::info!(
+            identity = election.holder_identity(),
+            "waiting for the Lease"
+        );
+        operator = operator.replicas(election);
+    }
+    if operator.run().await == Stopped::LeaseLost {
+        tracing::error!("lost the Lease; exiting so that a restart waits for it again");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Crd => serde_saphyr::to_string(&database::crd())
+            .map(|yaml| print!("{yaml}"))
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(BoxError::from),
+        Command::Diagram { dot } => {
+            let machine = DatabasePhase::MACHINE;
+            print!("{}", if dot { machine.dot } else { machine.mermaid });
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run {
+            namespace,
+            metrics_addr,
+            leader_elect,
+            identity,
+            lease_namespace,
+            lease_duration,
+        } => {
+            serve::init_logging();
+            let lease_namespace = lease_namespace
+                .or_else(|| namespace.clone())
+                .unwrap_or_else(|| "default".into());
+            let election = leader_elect.then(|| {
+                let election = LeaderElection::new("kube-fsm-examples", lease_namespace)
+                    .duration(Duration::from_secs(lease_duration));
+                match identity {
+                    Some(identity) => election.identity(identity),
+                    None => election,
+                }
+            });
+            run(namespace, metrics_addr, election).await
+        }
+    };
+    result.unwrap_or_else(|err| {
+        eprintln!("error: {err}");
+        ExitCode::FAILURE
+    })
+}
