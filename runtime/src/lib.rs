@@ -109,6 +109,13 @@ pub mod controller {
     pub use crate::watch::health::{Connection, Health};
 }
 
+pub mod deploy {
+    //! Deploying an operator with least privilege: the RBAC permissions it needs, computed
+    //! from its own wiring ([`crate::Operator::rbac`], [`crate::Operator::needs`]), as Roles,
+    //! ClusterRoles and bindings for its ServiceAccount.
+    pub use crate::operator::rbac::{Permission, Rbac, RbacObjects, Scope, Verb};
+}
+
 pub mod metrics {
     //! Prometheus metrics: controller-runtime's names and `kube_fsm_*`.
     pub use crate::observe::metrics::Metrics;

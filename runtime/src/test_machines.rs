@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::status::MachineStatus;
 
+/// Held by a test that measures the process's memory, and by the tests that churn through
+/// allocations (the property tests), so that one does not count the other's.
+pub static MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `specs/database.yaml`.
 #[kube_fsm_macros::state_machine(
     phases(

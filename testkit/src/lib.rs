@@ -13,6 +13,7 @@ pub mod operator;
 pub mod overload;
 pub mod prometheus;
 pub mod proxy;
+pub mod service_account;
 
 pub mod resources {
     //! Custom resources driven by the example specs.

@@ -566,7 +566,14 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[expect(
+        clippy::await_holding_lock,
+        reason = "held by the test's own future (block_on never moves it) to keep the property tests' allocations out of the measurement"
+    )]
     async fn stalled_large_bodies_neither_grow_the_process_nor_starve_a_review() {
+        let _memory = crate::test_machines::MEMORY
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).unwrap();
         let tls = connector(certificate.ca_bundle().unwrap());
         let validator = Validator::for_machine(&MACHINE, Policy::default());

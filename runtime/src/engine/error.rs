@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::handling::step_plan::StepError;
 use crate::pure::backoff::Failure;
 use crate::pure::decide::IllegalTransition;
+use crate::pure::refusal::Refusal;
 
 /// Errors of one reconcile. Each leaves the stored status as it was (nothing illegal is
 /// written); the controller retries with per-object backoff.
@@ -97,7 +98,9 @@ impl ReconcileError {
 
     /// What the reconcile failed of, as far as its retry goes.
     pub(crate) fn failure(&self) -> Failure {
-        if self.webhook_unreachable() {
+        if self.refusal().is_some() {
+            Failure::Refused
+        } else if self.webhook_unreachable() {
             Failure::WebhookUnreachable
         } else if self.is_connection() {
             Failure::Server {
@@ -105,6 +108,17 @@ impl ReconcileError {
             }
         } else {
             Failure::Other
+        }
+    }
+
+    /// The API server's refusal for want of a permission somewhere in this error's chain (a
+    /// handler's own request included): a 401, or a 403 that names the permission.
+    pub(crate) fn refusal(&self) -> Option<&kube::core::Status> {
+        match self.kube_error()? {
+            kube::Error::Api(status) if status.code == 401 || Refusal::of(status).is_some() => {
+                Some(status)
+            }
+            _ => None,
         }
     }
 

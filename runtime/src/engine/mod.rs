@@ -307,7 +307,11 @@ where
             engine.config.reconnect_max,
             fastrand::f64(),
         );
-        if failure == Failure::Other {
+        if let Some(status) = error.refusal() {
+            // Reported (logged once, counted, in readiness) by what it lacks, not per object.
+            engine.health.request_refused(status);
+            tracing::debug!(object = %object.name_any(), %error, failures, ?delay, "reconcile refused");
+        } else if failure == Failure::Other {
             tracing::warn!(object = %object.name_any(), %error, failures, ?delay, "reconcile failed");
         } else {
             if matches!(error, ReconcileError::Request { source, .. } if !matches!(source, kube::Error::Api(_)))

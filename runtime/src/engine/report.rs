@@ -154,10 +154,12 @@ where
             tracing::debug!(object = %object.name_any(), reason, "not recorded: the object's shard is no longer held");
             return;
         }
-        if let Err(err) = self
+        let published = self
             .recorder()
             .publish(&event, &object.object_ref(&()))
-            .await
+            .await;
+        if let Err(err) = published
+            && !self.health.refused(&err)
         {
             tracing::warn!(object = %object.name_any(), %err, "could not record event");
         }

@@ -20,6 +20,7 @@ use kube::{Api, Client};
 use tokio::time::Instant;
 
 use crate::ha::lease::{LeaseLock, Observed, Timing};
+use crate::watch::health::Health;
 
 /// This replica lost the Lease (`Operator::run` returns `Stopped::LeaseLost`).
 #[derive(Debug)]
@@ -54,6 +55,11 @@ impl LeaderElection {
             namespace: namespace.into(),
             timing: Timing::default(),
         }
+    }
+
+    /// The Lease's namespace.
+    pub(crate) fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     /// This replica's name in the Lease (unique among the replicas; a Pod name fits).
@@ -103,6 +109,7 @@ impl LeaderElection {
     pub(crate) async fn lead<S, F, Fut>(
         self,
         client: Client,
+        health: &Health,
         signal: S,
         body: F,
     ) -> Result<(), LeaseLost>
@@ -120,6 +127,7 @@ impl LeaderElection {
                 held = lock.try_acquire_or_renew(&mut observed) => match held {
                     Ok(true) => return self.serve(&lock, started, body).await,
                     Ok(false) => {}
+                    Err(err) if err.refused(health) => {}
                     Err(err) => tracing::warn!(lease = %self.lease, %err, "cannot acquire the Lease; retrying"),
                 },
             }

@@ -11,12 +11,22 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use tokio::time::Instant;
 
+use crate::watch::health::Health;
+
 /// Errors of a Lease operation.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     /// The API server refused the request or could not be reached.
     #[error("Lease request failed: {0}")]
     Kube(#[from] kube::Error),
+}
+
+impl LeaseError {
+    /// Whether this is an RBAC refusal, recorded in `health` (which logs it once) if so.
+    pub(crate) fn refused(&self, health: &Health) -> bool {
+        let LeaseError::Kube(err) = self;
+        health.refused(err)
+    }
 }
 
 /// What this replica last saw of the Lease, and when (on its own clock).

@@ -29,6 +29,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::ha::lease::{LeaseError, LeaseLock, Observed};
 use crate::ha::shard::{Sharding, fair_share, rebalance};
 use crate::observe::metrics::MachineMetrics;
+use crate::watch::health::Health;
 
 /// A shard this replica holds.
 #[derive(Debug)]
@@ -313,7 +314,12 @@ impl Shards {
     }
 
     /// Holds this replica's fair share of the shards until `stop`, then gives them all up.
-    pub async fn run(self: Arc<Self>, client: Client, stop: impl Future<Output = ()>) {
+    pub async fn run(
+        self: Arc<Self>,
+        client: Client,
+        health: Health,
+        stop: impl Future<Output = ()>,
+    ) {
         let sharding = &self.sharding;
         let api = Api::<Lease>::namespaced(client, &sharding.namespace);
         let member = self.sharding.timing.lock(
@@ -332,7 +338,8 @@ impl Shards {
         let mut observed: HashMap<String, Observed> = HashMap::new();
         tokio::pin!(stop);
         loop {
-            self.round(&api, &member, &mut observed, grace).await;
+            self.round(&api, &member, &mut observed, grace, &health)
+                .await;
             tokio::select! {
                 () = &mut stop => break,
                 () = sharding.timing.pause() => {}
@@ -362,6 +369,7 @@ impl Shards {
         member: &LeaseLock,
         observed: &mut HashMap<String, Observed>,
         grace: Duration,
+        health: &Health,
     ) {
         let sharding = &self.sharding;
         let timeout = self.request_timeout();
@@ -369,7 +377,9 @@ impl Shards {
         let leases = match listed {
             Ok(Ok(list)) => list.items,
             Ok(Err(err)) => {
-                tracing::warn!(%err, "cannot read the shards' Leases");
+                if !health.refused(&err) {
+                    tracing::warn!(%err, "cannot read the shards' Leases");
+                }
                 self.expire();
                 return;
             }
@@ -385,6 +395,7 @@ impl Shards {
         let mut own = observed.remove(&member.name).unwrap_or_default();
         match tokio::time::timeout(timeout, member.acquire_or_renew(ours, &mut own)).await {
             Ok(Ok(_)) => {}
+            Ok(Err(err)) if err.refused(health) => {}
             Ok(Err(err)) => tracing::warn!(%err, "cannot renew the membership Lease"),
             Err(_) => tracing::warn!(?timeout, "renewing the membership Lease timed out"),
         }
@@ -426,6 +437,7 @@ impl Shards {
                     self.end(shard);
                 }
                 Ok(Ok(Hold::Retry)) => {}
+                Ok(Err(err)) if err.refused(health) => {}
                 Ok(Err(err)) => tracing::warn!(shard, %err, "cannot renew the shard's Lease"),
                 Err(_) => tracing::warn!(shard, "renewing the shard's Lease timed out"),
             }

@@ -17,11 +17,13 @@ use crate::ha::leader::LeaderElection;
 use crate::ha::shard::Sharding;
 use crate::handling::context::Caches;
 use crate::observe::metrics::{MachineMetrics, Metrics};
+use crate::operator::rbac::{KindNeed, Verb};
 use crate::operator::sources::Sources;
 use crate::pure::backoff::Backoff;
 use crate::watch::cache::{Cached, Watched};
 use crate::watch::health::Health;
 
+pub(crate) mod rbac;
 mod run;
 mod sources;
 
@@ -51,6 +53,7 @@ pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 's
     replicas: Replicas,
     health: Health,
     caches: Caches,
+    needs: Vec<KindNeed>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> std::fmt::Debug
@@ -87,6 +90,7 @@ where
             replicas: Replicas::One,
             health: Health::default(),
             caches: Caches::default(),
+            needs: Vec::new(),
         }
     }
 
@@ -235,6 +239,13 @@ where
         C: Watched,
     {
         self.sources.owns::<C>(&self.caches, config);
+        self.needs.push(KindNeed::of::<C>(
+            &[Verb::List, Verb::Watch, Verb::Create, Verb::Patch, Verb::Delete],
+            format!(
+                "Operator::owns::<{}>: watched, applied (an apply of a new child creates it), labelled, deleted",
+                C::kind(&())
+            ),
+        ));
         self
     }
 
@@ -268,6 +279,10 @@ where
     {
         let mapper = Box::new(move |object: &R| mapper(object.clone()).into_iter().collect());
         self.sources.watches::<R>(&self.caches, config, mapper);
+        self.needs.push(KindNeed::of::<R>(
+            &[Verb::List, Verb::Watch],
+            format!("Operator::watches::<{}>: watched", R::kind(&())),
+        ));
         self
     }
 
@@ -308,6 +323,10 @@ where
             })
         });
         self.sources.watches::<R>(&self.caches, config, mapper);
+        self.needs.push(KindNeed::of::<R>(
+            &[Verb::List, Verb::Watch],
+            format!("Operator::watches_shared::<{}>: watched", R::kind(&())),
+        ));
         self
     }
 

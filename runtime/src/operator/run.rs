@@ -67,15 +67,18 @@ where
             }
             Replicas::Sharded(sharding) => {
                 let shards = Shards::new(sharding, self.metrics.clone());
-                let leases = shards.clone().run(self.client.clone(), signal.clone());
+                let leases =
+                    shards
+                        .clone()
+                        .run(self.client.clone(), self.health.clone(), signal.clone());
                 let controller = self.run_controller(signal, Some(shards));
                 futures::future::join(leases, controller).await;
                 Stopped::Signal
             }
             Replicas::LeaderElection(election) => {
-                let client = self.client.clone();
+                let (client, health) = (self.client.clone(), self.health.clone());
                 election
-                    .lead(client, signal.clone(), |lost| async move {
+                    .lead(client, &health, signal.clone(), |lost| async move {
                         let stop = futures::future::select(signal, lost).map(|_| ());
                         self.run_controller(stop, None).await;
                     })

@@ -59,7 +59,10 @@ impl Backoff {
     ///   when the connection comes back);
     /// - an admission webhook the API server could not call: the backoff, capped at
     ///   [`WEBHOOK_RETRY`] (plus up to 20 %), so the object goes on within seconds of the
-    ///   webhook's return.
+    ///   webhook's return;
+    /// - a request refused for want of a permission (RBAC): `reconnect_max` (plus up to 20 %)
+    ///   from the first refusal on: a missing permission does not come back by itself, and
+    ///   quick retries would only hammer the API server until someone grants it.
     pub fn retry(
         &self,
         failures: u32,
@@ -73,6 +76,7 @@ impl Backoff {
         match failure {
             Failure::Other => backoff,
             Failure::WebhookUnreachable => backoff.min(jittered(WEBHOOK_RETRY)),
+            Failure::Refused => jittered(reconnect_max),
             Failure::Server {
                 retry_after: Some(after),
             } if failures <= RETRY_AFTER_RETRIES => jittered(after),
@@ -102,6 +106,8 @@ pub enum Failure {
     },
     /// The API server could not call an admission webhook (under `failurePolicy: Fail`).
     WebhookUnreachable,
+    /// The API server refused a request for want of a permission (RBAC).
+    Refused,
     /// Anything else: a handler's failure, a refusal of this object's request, conflicts.
     Other,
 }

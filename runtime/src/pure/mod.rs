@@ -6,6 +6,7 @@ pub(crate) mod backoff;
 pub(crate) mod decide;
 pub(crate) mod drift;
 pub(crate) mod merge_patch;
+pub(crate) mod refusal;
 pub(crate) mod selection;
 pub(crate) mod slim;
 pub(crate) mod version;

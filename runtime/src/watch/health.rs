@@ -1,11 +1,12 @@
 //! The connection to the API server as the controller sees it: up, down since when and why,
-//! or refused a watch it needs. Watch failures mark it down; a watch event or a landed write
+//! or refused a watch or request it needs. Watch failures mark it down; a watch event or a landed write
 //! marks it up again. Each change is logged once at warn, counted, and (when it comes back)
 //! wakes the recovery that reschedules the objects whose reconcile failed for want of a
 //! connection meanwhile, so they do not wait out a backoff grown during the outage (objects
-//! whose handlers fail keep their backoff). A watch the API server refuses (401, 403: RBAC) is
-//! no outage but a configuration problem: reported once per kind (an error log, a metric,
-//! the readiness reason naming the verb and the resource) and retried at the backoff's cap.
+//! whose handlers fail keep their backoff). A watch or request the API server refuses (401, 403:
+//! RBAC) is no outage but a configuration problem: reported once per kind or permission (an
+//! error log, a metric, the readiness reason naming the verb, the resource and the namespace)
+//! and retried at the reconnect cap.
 //! Also the watches' reconnect backoff.
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,6 +18,7 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use crate::observe::metrics::MachineMetrics;
+use crate::pure::refusal::Refusal;
 
 /// What [`Health::status`] reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,10 +32,12 @@ pub enum Connection {
         /// The error that showed it.
         reason: String,
     },
-    /// The API server answers but refuses a watch this controller needs (its RBAC lacks a
-    /// verb): the watched kind's objects are not seen until that is fixed.
+    /// The API server answers but refuses a watch or a request this controller needs (its
+    /// RBAC lacks a verb): what needs it waits, retried every reconnect cap, until that is
+    /// fixed.
     Refused {
-        /// What is refused, e.g. `cannot watch ConfigMap: configmaps is forbidden: …`.
+        /// What is refused, e.g. `cannot watch ConfigMap: configmaps is forbidden: …` or
+        /// `cannot patch databases/status (API group example.com) in namespace a: …`.
         reason: String,
     },
 }
@@ -45,9 +49,9 @@ struct Outage {
     reason: String,
 }
 
-/// A watch the API server refuses: why, and when it last did.
+/// A watch or request the API server refuses: why, and when it last did.
 #[derive(Debug)]
-struct Refusal {
+struct Refused {
     reason: String,
     at: Instant,
 }
@@ -55,8 +59,8 @@ struct Refusal {
 #[derive(Debug)]
 struct State {
     outage: Mutex<Option<Outage>>,
-    /// Refused watches, by kind.
-    refused: Mutex<std::collections::BTreeMap<String, Refusal>>,
+    /// Refused watches (by kind) and requests (by the permission they lack).
+    refused: Mutex<std::collections::BTreeMap<String, Refused>>,
     /// How long a refusal stands without being seen again (three reconnect caps).
     refusal_lasts: Mutex<Duration>,
     /// Bumped each time the connection comes back.
@@ -96,7 +100,7 @@ impl Default for Health {
 }
 
 impl Health {
-    /// Up, down since when and why, or refused a watch (the first refused kind's reason).
+    /// Up, down since when and why, or refused a watch or request (the first refusal's reason).
     pub fn status(&self) -> Connection {
         if let Some(outage) = &*self.0.outage.lock().unwrap_or_else(PoisonError::into_inner) {
             return Connection::Down {
@@ -135,6 +139,51 @@ impl Health {
             _ => "watch",
         };
         let reason = format!("cannot {verb} {kind}: {}", status.message);
+        if self.refuse(kind, reason) {
+            tracing::error!(kind, verb, code = status.code, message = %status.message, "the API server refuses a watch this controller needs; grant the verb in its RBAC (retried every reconnect cap)");
+        }
+        if let Some(metrics) = self.metrics() {
+            metrics.watch_refused(kind);
+        }
+        true
+    }
+
+    /// A request was answered with `status`. Returns whether it is an RBAC refusal (403 naming
+    /// the missing permission, or 401): then it is recorded for [`Health::status`] as the
+    /// permission it names, logged the first time and counted; the caller retries at the
+    /// reconnect cap.
+    pub(crate) fn request_refused(&self, status: &kube::core::Status) -> bool {
+        let permission = match status.code {
+            403 => match Refusal::of(status) {
+                Some(refusal) => refusal,
+                None => return false,
+            },
+            401 => Refusal {
+                verb: "authenticate".into(),
+                resource: "(any)".into(),
+                group: String::new(),
+                namespace: None,
+            },
+            _ => return false,
+        };
+        let key = permission.to_string();
+        if self.refuse(&key, format!("{key}: {}", status.message)) {
+            tracing::error!(verb = %permission.verb, resource = %permission.resource, group = %permission.group, namespace = permission.namespace.as_deref().unwrap_or("(cluster)"), message = %status.message, "the API server refuses a request this controller needs; grant it in the controller's RBAC (retried every reconnect cap)");
+        }
+        if let Some(metrics) = self.metrics() {
+            metrics.request_refused(&permission.verb, &permission.resource);
+        }
+        true
+    }
+
+    /// Whether `err` is an RBAC refusal, recorded as [`Health::request_refused`] does.
+    pub(crate) fn refused(&self, err: &kube::Error) -> bool {
+        matches!(err, kube::Error::Api(status) if self.request_refused(status))
+    }
+
+    /// Records a refusal of `key` for [`Health::status`]; whether it is new (not seen within
+    /// the time a refusal stands), to be logged.
+    fn refuse(&self, key: &str, reason: String) -> bool {
         let lasts = *self
             .0
             .refusal_lasts
@@ -145,21 +194,15 @@ impl Health {
             .refused
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let fresh = refused.get(kind).is_none_or(|r| r.at.elapsed() >= lasts);
-        if fresh {
-            tracing::error!(kind, verb, code = status.code, %reason, "the API server refuses a watch this controller needs; grant the verb in its RBAC (retried every reconnect cap)");
-        }
-        if let Some(metrics) = self.metrics() {
-            metrics.watch_refused(kind);
-        }
+        let fresh = refused.get(key).is_none_or(|r| r.at.elapsed() >= lasts);
         refused.insert(
-            kind.to_owned(),
-            Refusal {
+            key.to_owned(),
+            Refused {
                 reason,
                 at: Instant::now(),
             },
         );
-        true
+        fresh
     }
 
     /// Refusals stand for three of the watches' reconnect caps without being seen again.

@@ -16,6 +16,9 @@ pub trait Scoped: Resource<DynamicType = ()> {
     fn api_in<T>(client: Client, namespace: Option<&str>) -> Api<T>
     where
         T: Resource<Scope = Self::Scope, DynamicType = ()>;
+
+    /// Whether the kind is cluster-scoped.
+    fn cluster_scoped() -> bool;
 }
 
 impl<K> Scoped for K
@@ -29,10 +32,17 @@ where
     {
         K::Scope::api(client, namespace)
     }
+
+    fn cluster_scoped() -> bool {
+        K::Scope::CLUSTER
+    }
 }
 
 /// Implemented by kube's resource scopes: builds the `Api` an object lives in.
 pub trait ScopedApi {
+    /// Whether objects of this scope live outside namespaces.
+    const CLUSTER: bool;
+
     /// The `Api` for objects of `K` in `namespace` (ignored for cluster-scoped kinds; `None`
     /// means all namespaces).
     fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
@@ -41,6 +51,8 @@ pub trait ScopedApi {
 }
 
 impl ScopedApi for NamespaceResourceScope {
+    const CLUSTER: bool = false;
+
     fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
     where
         K: Resource<Scope = Self, DynamicType = ()>,
@@ -53,6 +65,8 @@ impl ScopedApi for NamespaceResourceScope {
 }
 
 impl ScopedApi for ClusterResourceScope {
+    const CLUSTER: bool = true;
+
     fn api<K>(client: Client, _namespace: Option<&str>) -> Api<K>
     where
         K: Resource<Scope = Self, DynamicType = ()>,

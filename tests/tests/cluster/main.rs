@@ -13,4 +13,5 @@ mod handler_context;
 mod leader;
 mod outage;
 mod overload;
+mod rbac;
 mod sharding;

@@ -180,6 +180,7 @@ proptest! {
         }
         let handler = Arbitrary { choice, pods, service, veto };
         let now = Timestamp::from_second(now).unwrap();
+        let _memory = MEMORY.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
         let plan = runtime.block_on(async { step_plan::plan(&handler, &db, now, &crate::testing::no_cluster()).await })
             .expect("typed handlers cannot choose an illegal move");

@@ -24,6 +24,7 @@
 //! | `kube_fsm_unlabelled_objects` (objects whose shard label write failed and is retried) | `machine` |
 //! | `kube_fsm_concurrency_limit` (reconciles allowed at once now: cut by sustained overload) | `machine` |
 //! | `kube_fsm_watch_refusals_total` (a watch the API server refused: 401, 403) | `machine`, `kind` |
+//! | `kube_fsm_request_refusals_total` (a request refused for want of a permission: 403, 401) | `machine`, `verb`, `resource` |
 //! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `held`, `migrated`, `reset`) |
 //!
 //! A `phase` or `from` label is a declared phase name, `""` for none yet, or `Unknown` for any
@@ -99,6 +100,13 @@ struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PermissionLabels {
+    machine: &'static str,
+    verb: String,
+    resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DriftLabels {
     machine: &'static str,
     action: &'static str,
@@ -136,6 +144,7 @@ struct Families {
     shard_labels: Family<MachineLabels, Counter>,
     unlabelled: Family<MachineLabels, Gauge>,
     watch_refusals: Family<KindLabels, Counter>,
+    request_refusals: Family<PermissionLabels, Counter>,
     concurrency_limit: Family<MachineLabels, Gauge>,
     objects: ObjectsCollector,
 }
@@ -163,6 +172,7 @@ impl Default for Families {
             shard_labels: Family::default(),
             unlabelled: Family::default(),
             watch_refusals: Family::default(),
+            request_refusals: Family::default(),
             concurrency_limit: Family::default(),
             objects: ObjectsCollector::default(),
         }
@@ -273,6 +283,11 @@ impl Metrics {
             "kube_fsm_watch_refusals",
             "Watches the API server refused (401, 403: a verb missing from the RBAC), by kind",
             f.watch_refusals.clone(),
+        );
+        r.register(
+            "kube_fsm_request_refusals",
+            "Requests the API server refused for want of a permission (403 naming it, 401), by verb and resource",
+            f.request_refusals.clone(),
         );
         r.register(
             "kube_fsm_unlabelled_objects",

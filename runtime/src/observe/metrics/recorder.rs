@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    ControllerLabels, DriftLabels, EdgeLabels, Families, KindLabels, MachineLabels, PhaseLabels,
-    ResultLabels,
+    ControllerLabels, DriftLabels, EdgeLabels, Families, KindLabels, MachineLabels,
+    PermissionLabels, PhaseLabels, ResultLabels,
 };
 use crate::model::machine::Phase;
 use crate::model::status::PhaseValue;
@@ -241,6 +241,18 @@ impl MachineMetrics {
             .get_or_create(&KindLabels {
                 machine: self.machine,
                 kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records a request the API server refused for want of `verb` on `resource`.
+    pub(crate) fn request_refused(&self, verb: &str, resource: &str) {
+        self.families
+            .request_refusals
+            .get_or_create(&PermissionLabels {
+                machine: self.machine,
+                verb: verb.to_owned(),
+                resource: resource.to_owned(),
             })
             .inc();
     }

@@ -1,0 +1,355 @@
+//! The least-privilege RBAC of an operator, computed from its own wiring ([`Operator::rbac`]):
+//! every request the engine can send for the configured operator, as verbs on resources, with
+//! the builder call each comes from; nothing else. Turned into Roles, ClusterRoles and their
+//! bindings for a ServiceAccount by [`Rbac::objects`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::engine::RecordedEvents;
+use crate::operator::{Operator, Replicas};
+use crate::watch::scope::Scoped;
+
+/// A verb of the Kubernetes API, as RBAC names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verb {
+    /// Read one object.
+    Get,
+    /// List objects.
+    List,
+    /// Watch objects.
+    Watch,
+    /// Create an object.
+    Create,
+    /// Replace an object (PUT).
+    Update,
+    /// Patch an object (merge, JSON or server-side apply).
+    Patch,
+    /// Delete an object.
+    Delete,
+}
+
+impl Verb {
+    /// The name RBAC rules use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// Where a permission applies.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// Every namespace, or a cluster-scoped kind: a ClusterRole.
+    Cluster,
+    /// One namespace: a Role there.
+    Namespace(String),
+}
+
+/// Verbs on one resource in one scope, and the builder calls that need them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Permission {
+    /// The API group (`""`: the core group).
+    pub group: String,
+    /// The resource (plural), with a subresource after a `/` (`databases/status`).
+    pub resource: String,
+    /// Where.
+    pub scope: Scope,
+    /// The verbs.
+    pub verbs: BTreeSet<Verb>,
+    /// Why, one line per need (e.g. `Operator::owns::<ConfigMap>: watched, applied`).
+    pub why: Vec<String>,
+}
+
+impl Permission {
+    /// The RBAC rule granting it.
+    pub fn rule(&self) -> PolicyRule {
+        PolicyRule {
+            api_groups: Some(vec![self.group.clone()]),
+            resources: Some(vec![self.resource.clone()]),
+            verbs: self.verbs.iter().map(|v| v.as_str().to_owned()).collect(),
+            ..PolicyRule::default()
+        }
+    }
+}
+
+/// What an operator may do and nothing more: the permissions [`Operator::rbac`] computed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rbac {
+    permissions: Vec<Permission>,
+}
+
+/// The RBAC objects granting an [`Rbac`] to one ServiceAccount.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RbacObjects {
+    /// The cluster-wide permissions (none: empty).
+    pub cluster_roles: Vec<ClusterRole>,
+    /// Their bindings to the ServiceAccount.
+    pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+    /// One Role per namespace the operator needs something in.
+    pub roles: Vec<Role>,
+    /// Their bindings to the ServiceAccount.
+    pub role_bindings: Vec<RoleBinding>,
+}
+
+impl Rbac {
+    /// The permissions, sorted by scope, group and resource.
+    pub fn permissions(&self) -> &[Permission] {
+        &self.permissions
+    }
+
+    /// Adds `verbs` on `resource` of `group` in `scope`, for `why`; merged with what is there.
+    pub fn grant(
+        &mut self,
+        group: &str,
+        resource: &str,
+        scope: Scope,
+        verbs: impl IntoIterator<Item = Verb>,
+        why: impl Into<String>,
+    ) {
+        let why = why.into();
+        let at = self
+            .permissions
+            .iter()
+            .position(|p| p.group == group && p.resource == resource && p.scope == scope);
+        let at = at.unwrap_or_else(|| {
+            self.permissions.push(Permission {
+                group: group.to_owned(),
+                resource: resource.to_owned(),
+                scope,
+                verbs: BTreeSet::new(),
+                why: Vec::new(),
+            });
+            self.permissions.len() - 1
+        });
+        let permission = &mut self.permissions[at];
+        permission.verbs.extend(verbs);
+        if !permission.why.contains(&why) {
+            permission.why.push(why);
+        }
+        self.permissions.sort_by(|a, b| {
+            (&a.scope, &a.group, &a.resource).cmp(&(&b.scope, &b.group, &b.resource))
+        });
+    }
+
+    /// This without the permission at `index` (as an operator whose role lacks one rule).
+    #[must_use]
+    pub fn without(&self, index: usize) -> Rbac {
+        let mut permissions = self.permissions.clone();
+        if index < permissions.len() {
+            permissions.remove(index);
+        }
+        Rbac { permissions }
+    }
+
+    /// The Roles and ClusterRoles named `name` granting these permissions, bound to the
+    /// ServiceAccount `service_account` in `namespace`.
+    pub fn objects(&self, name: &str, service_account: &str, namespace: &str) -> RbacObjects {
+        let mut by_scope: BTreeMap<&Scope, Vec<PolicyRule>> = BTreeMap::new();
+        for permission in &self.permissions {
+            by_scope
+                .entry(&permission.scope)
+                .or_default()
+                .push(permission.rule());
+        }
+        let subjects = Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: service_account.into(),
+            namespace: Some(namespace.into()),
+            ..Subject::default()
+        }]);
+        let role_ref = |kind: &str| RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: kind.into(),
+            name: name.into(),
+        };
+        let meta = |namespace: Option<&str>| ObjectMeta {
+            name: Some(name.into()),
+            namespace: namespace.map(str::to_owned),
+            ..ObjectMeta::default()
+        };
+        let mut objects = RbacObjects::default();
+        for (scope, rules) in by_scope {
+            match scope {
+                Scope::Cluster => {
+                    objects.cluster_roles.push(ClusterRole {
+                        metadata: meta(None),
+                        rules: Some(rules),
+                        ..ClusterRole::default()
+                    });
+                    objects.cluster_role_bindings.push(ClusterRoleBinding {
+                        metadata: meta(None),
+                        role_ref: role_ref("ClusterRole"),
+                        subjects: subjects.clone(),
+                    });
+                }
+                Scope::Namespace(at) => {
+                    objects.roles.push(Role {
+                        metadata: meta(Some(at)),
+                        rules: Some(rules),
+                    });
+                    objects.role_bindings.push(RoleBinding {
+                        metadata: meta(Some(at)),
+                        role_ref: role_ref("Role"),
+                        subjects: subjects.clone(),
+                    });
+                }
+            }
+        }
+        objects
+    }
+}
+
+/// A kind the builder was told about, before the operator's namespace is known.
+#[derive(Clone, Debug)]
+pub(crate) struct KindNeed {
+    group: String,
+    resource: String,
+    cluster_scoped: bool,
+    verbs: Vec<Verb>,
+    why: String,
+}
+
+impl KindNeed {
+    /// `verbs` on `R`, for `why`.
+    pub(crate) fn of<R: Scoped>(verbs: &[Verb], why: String) -> Self {
+        KindNeed {
+            group: R::group(&()).into_owned(),
+            resource: R::plural(&()).into_owned(),
+            cluster_scoped: R::cluster_scoped(),
+            verbs: verbs.to_vec(),
+            why,
+        }
+    }
+}
+
+/// The scope of a kind for an operator watching `namespace` (`None`: all).
+fn scope(cluster_scoped: bool, namespace: Option<&str>) -> Scope {
+    match namespace {
+        Some(namespace) if !cluster_scoped => Scope::Namespace(namespace.to_owned()),
+        _ => Scope::Cluster,
+    }
+}
+
+impl<K, H> Operator<K, H>
+where
+    K: crate::engine::Reconcilable<H>,
+    H: Send + Sync + 'static,
+{
+    /// The RBAC permissions this operator needs as configured, and no more (its ServiceAccount's
+    /// Role or ClusterRole: [`Rbac::objects`]). Namespaced operators ([`Operator::namespace`])
+    /// get their permissions in that namespace (plus the Lease namespace); cluster-wide ones
+    /// cluster-wide, except the Leases. What each builder call adds:
+    ///
+    /// | from | resource | verbs |
+    /// |---|---|---|
+    /// | the machine's kind `K` | `K`'s plural | list, watch (its watch), get (the re-read after a conflict), patch (when the spec has a finalizer, or with sharding: the shard label) |
+    /// | every step | `K`'s plural`/status` | patch (the status writes) |
+    /// | [`Operator::owns::<C>`](Operator::owns) | `C`'s plural | list, watch, create and patch (server-side apply: the API server asks for create when the child is new; shard labels), delete (`Step::delete`; also what the `OwnerReferencesPermissionEnforcement` admission plugin asks of a writer of ownerReferences) |
+    /// | [`Operator::watches::<R>`](Operator::watches), [`watches_shared`](Operator::watches_shared) | `R`'s plural | list, watch |
+    /// | [`Operator::needs::<R>`](Operator::needs) | `R`'s plural | the verbs given |
+    /// | Events, unless [`RecordedEvents::Off`] | `events` (`events.k8s.io`) | create, patch |
+    /// | [`crate::controller::LeaderElection`] | `leases` (`coordination.k8s.io`) in its namespace | get, create, patch |
+    /// | [`crate::controller::Sharding`] | `leases` in its namespace | get, list, create, patch, delete |
+    ///
+    /// Requests a handler sends through its own client (e.g. the Database example's cleanup
+    /// deleting its child) and the admission webhook's registration are declared with
+    /// [`Operator::needs`].
+    pub fn rbac(&self) -> Rbac {
+        let namespace = self.namespace.as_deref();
+        let own = scope(K::cluster_scoped(), namespace);
+        let (group, plural) = (K::group(&()), K::plural(&()));
+        let mut rbac = Rbac::default();
+        let mut verbs = vec![Verb::List, Verb::Watch, Verb::Get];
+        let sharded = matches!(self.replicas, Replicas::Sharded(_));
+        if K::machine().finalizer.is_some() || sharded {
+            verbs.push(Verb::Patch);
+        }
+        rbac.grant(
+            &group,
+            &plural,
+            own.clone(),
+            verbs,
+            "the machine's kind: watched, re-read after a conflict, its finalizer or shard label patched",
+        );
+        rbac.grant(
+            &group,
+            &format!("{plural}/status"),
+            own.clone(),
+            [Verb::Patch],
+            "the machine's status writes",
+        );
+        for need in &self.needs {
+            rbac.grant(
+                &need.group,
+                &need.resource,
+                scope(need.cluster_scoped, namespace),
+                need.verbs.iter().copied(),
+                need.why.clone(),
+            );
+        }
+        if self.config.events != RecordedEvents::Off {
+            rbac.grant(
+                "events.k8s.io",
+                "events",
+                own,
+                [Verb::Create, Verb::Patch],
+                "Kubernetes Events (RecordedEvents)",
+            );
+        }
+        match &self.replicas {
+            Replicas::One => {}
+            Replicas::LeaderElection(election) => rbac.grant(
+                "coordination.k8s.io",
+                "leases",
+                Scope::Namespace(election.namespace().to_owned()),
+                [Verb::Get, Verb::Create, Verb::Patch],
+                "leader election",
+            ),
+            Replicas::Sharded(sharding) => rbac.grant(
+                "coordination.k8s.io",
+                "leases",
+                Scope::Namespace(sharding.namespace.clone()),
+                [
+                    Verb::Get,
+                    Verb::List,
+                    Verb::Create,
+                    Verb::Patch,
+                    Verb::Delete,
+                ],
+                "sharding: the shard and membership Leases",
+            ),
+        }
+        rbac
+    }
+
+    /// Declares what handlers (or code beside the operator, e.g. the admission webhook's
+    /// registration) send through their own client: `verbs` on `R`, so that
+    /// [`Operator::rbac`] includes them.
+    ///
+    /// ```no_run
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_fsm::deploy::Verb;
+    /// // The cleanup handler deletes the children through its own `Api`.
+    /// operator.needs::<ConfigMap>(&[Verb::Delete], "cleanup deletes the child")
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn needs<R: Scoped>(mut self, verbs: &[Verb], why: &str) -> Self {
+        self.needs
+            .push(KindNeed::of::<R>(verbs, format!("Operator::needs: {why}")));
+        self
+    }
+}
