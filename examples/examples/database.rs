@@ -7,15 +7,21 @@
 //! cargo run -p kube-fsm-examples --example database -- run [--namespace NS] [--leader-elect]
 //! cargo run -p kube-fsm-examples --example database -- diagram [--dot]
 //! ```
+//!
+//! Deployed, it runs as `database run --leader-elect --identity $(POD_NAME)` (see the `deploy`
+//! example), serving the webhook with `--webhook-addr 0.0.0.0:9443 --webhook-tls CERT KEY`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use kube_fsm::Stopped;
+use kube_fsm::admission::FailurePolicy;
 use kube_fsm::controller::LeaderElection;
 use kube_fsm_examples::database::{self, DatabasePhase, Handlers};
+use kube_fsm_examples::webhook::{self, Options, Register};
 use kube_fsm_examples::{BoxError, serve};
 use prometheus_client::registry::Registry;
 
@@ -57,6 +63,13 @@ enum Command {
         /// The Lease's duration.
         #[arg(long, value_name = "SECS", default_value_t = 15)]
         lease_duration: u64,
+        /// Also serve the admission webhook here (HTTPS; registered by whoever deploys the
+        /// operator, e.g. the `deploy` example's manifests).
+        #[arg(long, value_name = "ADDR", requires = "webhook_tls")]
+        webhook_addr: Option<SocketAddr>,
+        /// The webhook's serving certificate and key (PEM files, re-read when they change).
+        #[arg(long, num_args = 2, value_names = ["CERT", "KEY"])]
+        webhook_tls: Option<Vec<PathBuf>>,
     },
 }
 
@@ -64,15 +77,25 @@ async fn run(
     namespace: Option<String>,
     metrics_addr: SocketAddr,
     election: Option<LeaderElection>,
+    webhook: Option<Options>,
 ) -> Result<ExitCode, BoxError> {
     // Without kube's own retry of 429/503/504: the engine paces and retries on what it sees.
     let client = kube_fsm::client(kube::Config::infer().await?)?;
     let mut registry = Registry::default();
     let metrics = kube_fsm::metrics::Metrics::default();
     metrics.register(&mut registry);
+    let webhook = match webhook {
+        Some(options) => Some(
+            webhook::start(&client, &options, &mut registry)
+                .await?
+                .health,
+        ),
+        None => None,
+    };
     let mut operator =
         database::operator(client, Handlers::new(), namespace.as_deref()).metrics(&metrics);
-    let (addr, _server) = serve::metrics(metrics_addr, registry, operator.health(), None).await?;
+    let (addr, _server) =
+        serve::metrics(metrics_addr, registry, operator.health(), webhook).await?;
     tracing::info!(metrics = %format!("http://{addr}/metrics"), "starting the Database operator");
     if let Some(election) = election {
         tracing::info!(
@@ -107,6 +130,8 @@ async fn main() -> ExitCode {
             identity,
             lease_namespace,
             lease_duration,
+            webhook_addr,
+            webhook_tls,
         } => {
             serve::init_logging();
             let lease_namespace = lease_namespace
@@ -120,7 +145,16 @@ async fn main() -> ExitCode {
                     None => election,
                 }
             });
-            run(namespace, metrics_addr, election).await
+            let webhook = webhook_addr.map(|addr| Options {
+                addr,
+                tls: webhook_tls.and_then(|f| Some((f.first()?.clone(), f.get(1)?.clone()))),
+                policy: None,
+                register: Register::No,
+                ca_file: None,
+                failure_policy: FailurePolicy::Fail,
+                namespace_label: None,
+            });
+            run(namespace, metrics_addr, election, webhook).await
         }
     };
     result.unwrap_or_else(|err| {

@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube_fsm::admission::{Endpoint, FailurePolicy, Policy, WebhookOptions};
+use kube_fsm::deploy::Verb;
 use kube_fsm_examples::database::{self, Handlers};
 use kube_fsm_examples::webhook::{self, Options, Register};
 use kube_fsm_examples::{BoxError, serve};
@@ -63,7 +65,7 @@ enum Command {
         #[arg(long)]
         fail_open: bool,
         /// Register for the namespaces with this label only.
-        #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+        #[arg(long, value_name = "KEY=VALUE", value_parser = webhook::key_value)]
         namespace_label: Option<(String, String)>,
     },
     /// Print the ValidatingWebhookConfiguration as YAML.
@@ -72,7 +74,7 @@ enum Command {
         #[arg(long, required_unless_present = "service", conflicts_with = "service")]
         url: Option<String>,
         /// The API server calls this Service.
-        #[arg(long, value_name = "NS/NAME[:PORT]", value_parser = service)]
+        #[arg(long, value_name = "NS/NAME[:PORT]", value_parser = webhook::service_endpoint)]
         service: Option<Endpoint>,
         /// The caBundle (PEM file).
         #[arg(long, value_name = "FILE")]
@@ -81,34 +83,6 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
     },
-}
-
-/// `KEY=VALUE`.
-fn key_value(value: &str) -> Result<(String, String), String> {
-    let (key, value) = value
-        .split_once('=')
-        .ok_or(format!("takes KEY=VALUE, not {value:?}"))?;
-    Ok((key.to_owned(), value.to_owned()))
-}
-
-/// `NS/NAME[:PORT]`: a Service endpoint.
-fn service(value: &str) -> Result<Endpoint, String> {
-    let (namespace, rest) = value
-        .split_once('/')
-        .ok_or(format!("takes NS/NAME[:PORT], not {value:?}"))?;
-    let (name, port) = match rest.split_once(':') {
-        Some((name, port)) => (
-            name,
-            Some(port.parse().map_err(|_| format!("not a port: {port:?}"))?),
-        ),
-        None => (rest, None),
-    };
-    let (namespace, name) = (namespace.to_owned(), name.to_owned());
-    Ok(Endpoint::Service {
-        namespace,
-        name,
-        port,
-    })
 }
 
 async fn run(
@@ -123,8 +97,13 @@ async fn run(
     let started = webhook::start(&client, &options, &mut registry).await?;
     let registered = started.registered.as_deref().unwrap_or("(no)");
     tracing::info!(addr = %started.addr, registered, "serving the admission webhook");
-    let operator =
-        database::operator(client, Handlers::new(), namespace.as_deref()).metrics(&metrics);
+    // It registers itself: its RBAC (`Operator::rbac`) includes that.
+    let operator = database::operator(client, Handlers::new(), namespace.as_deref())
+        .needs::<ValidatingWebhookConfiguration>(
+            &[Verb::Create, Verb::Patch],
+            "registers its webhook",
+        )
+        .metrics(&metrics);
     let health = Some(started.health);
     let (_, _server) = serve::metrics(metrics_addr, registry, operator.health(), health).await?;
     operator.run().await;

@@ -174,3 +174,30 @@ fn host_of(url: &str) -> Option<String> {
             .to_owned(),
     )
 }
+
+/// `KEY=VALUE` (a command-line argument).
+pub fn key_value(value: &str) -> Result<(String, String), String> {
+    let (key, value) = value
+        .split_once('=')
+        .ok_or(format!("takes KEY=VALUE, not {value:?}"))?;
+    Ok((key.to_owned(), value.to_owned()))
+}
+
+/// `NS/NAME[:PORT]` (a command-line argument): a Service endpoint.
+pub fn service_endpoint(value: &str) -> Result<Endpoint, String> {
+    let (namespace, rest) = value
+        .split_once('/')
+        .ok_or(format!("takes NS/NAME[:PORT], not {value:?}"))?;
+    let (name, port) = match rest.split_once(':') {
+        Some((name, port)) => (
+            name,
+            Some(port.parse().map_err(|_| format!("not a port: {port:?}"))?),
+        ),
+        None => (rest, None),
+    };
+    Ok(Endpoint::Service {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        port,
+    })
+}

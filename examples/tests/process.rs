@@ -11,28 +11,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{DynamicObject, PostParams};
 use kube::{Api, Client};
 use kube_fsm_testkit::cluster::{self, eventually};
+use kube_fsm_testkit::example;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::OnceCell;
-
-/// An example's binary, built beside this test's by `cargo test` (`target/*/examples/NAME`).
-fn example(name: &str) -> std::path::PathBuf {
-    let deps = std::env::current_exe().expect("the test's path");
-    let path = deps
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target dir")
-        .join("examples")
-        .join(name);
-    assert!(
-        path.exists(),
-        "{} is not built: `cargo test -p kube-fsm-examples` builds the examples (with `--test \
-         process` alone, run `cargo build -p kube-fsm-examples --examples` first)",
-        path.display()
-    );
-    path
-}
 
 static CRD: OnceCell<()> = OnceCell::const_new();
 

@@ -40,6 +40,7 @@ pub mod admission;
 mod engine;
 mod ha;
 mod handling;
+mod manifests;
 mod model;
 mod observe;
 mod operator;
@@ -112,7 +113,9 @@ pub mod controller {
 pub mod deploy {
     //! Deploying an operator with least privilege: the RBAC permissions it needs, computed
     //! from its own wiring ([`crate::Operator::rbac`], [`crate::Operator::needs`]), as Roles,
-    //! ClusterRoles and bindings for its ServiceAccount.
+    //! ClusterRoles and bindings for its ServiceAccount, and the kustomize base that runs it
+    //! ([`Deploy::manifests`]).
+    pub use crate::manifests::{Deploy, Manifest};
     pub use crate::operator::rbac::{Permission, Rbac, RbacObjects, Scope, Verb};
 }
 

@@ -15,6 +15,29 @@ pub mod prometheus;
 pub mod proxy;
 pub mod service_account;
 
+/// An example's binary (`examples/examples/NAME.rs`), built beside the running test's by
+/// `cargo test` (`target/PROFILE/examples/NAME`).
+///
+/// # Panics
+/// When it is not built.
+#[must_use]
+pub fn example(name: &str) -> std::path::PathBuf {
+    let test = std::env::current_exe().expect("the test's path");
+    let path = test
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target dir")
+        .join("examples")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is not built: `cargo test -p kube-fsm-examples` builds the examples (running one \
+         test file alone, run `cargo build -p kube-fsm-examples --examples` first)",
+        path.display()
+    );
+    path
+}
+
 pub mod resources {
     //! Custom resources driven by the example specs.
     use kube::CustomResource;

@@ -353,3 +353,144 @@ where
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::runtime::watcher;
+
+    use super::{Scope, Verb};
+    use crate::engine::RecordedEvents;
+    use crate::ha::leader::LeaderElection;
+    use crate::handling::step::Step;
+    use crate::model::next::Next;
+    use crate::operator::Operator;
+    use crate::test_machines::{
+        Database, DatabaseDegradedNext, DatabaseHandler, DatabasePendingNext,
+        DatabaseProvisioningNext, DatabaseRunningNext,
+    };
+
+    #[derive(Clone)]
+    struct Handlers;
+
+    impl DatabaseHandler for Handlers {
+        type Error = std::convert::Infallible;
+
+        async fn on_pending(
+            &self,
+            _: &Database,
+            _: &mut Step<Database>,
+        ) -> Result<DatabasePendingNext, Self::Error> {
+            Ok(Next::Stay)
+        }
+
+        async fn on_provisioning(
+            &self,
+            _: &Database,
+            _: &mut Step<Database>,
+        ) -> Result<DatabaseProvisioningNext, Self::Error> {
+            Ok(Next::Stay)
+        }
+
+        async fn on_running(
+            &self,
+            _: &Database,
+            _: &mut Step<Database>,
+        ) -> Result<DatabaseRunningNext, Self::Error> {
+            Ok(Next::Stay)
+        }
+
+        async fn on_degraded(
+            &self,
+            _: &Database,
+            _: &mut Step<Database>,
+        ) -> Result<DatabaseDegradedNext, Self::Error> {
+            Ok(Next::Stay)
+        }
+
+        async fn cleanup(
+            &self,
+            _: &Database,
+            _: &crate::handling::context::Context,
+        ) -> Result<crate::model::next::Cleanup, Self::Error> {
+            Ok(crate::model::next::Cleanup::Done)
+        }
+    }
+
+    fn summary(rbac: &super::Rbac) -> Vec<String> {
+        rbac.permissions()
+            .iter()
+            .map(|p| {
+                let verbs: Vec<&str> = p.verbs.iter().map(|v| v.as_str()).collect();
+                format!(
+                    "{:?} {}/{} {}",
+                    p.scope,
+                    p.group,
+                    p.resource,
+                    verbs.join(",")
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_namespaced_operator_gets_roles_and_a_cluster_wide_one_a_cluster_role() {
+        let client = crate::testing::no_cluster().client().clone();
+        let wired = || {
+            Operator::<Database, Handlers>::new(client.clone(), Handlers)
+                .owns::<ConfigMap>(watcher::Config::default())
+                .watches_shared::<ConfigMap>(watcher::Config::default(), |_| false)
+                .owns::<Secret>(watcher::Config::default())
+        };
+        let namespaced = wired()
+            .namespace("team-a")
+            .replicas(LeaderElection::new("op", "ops"))
+            .rbac();
+        let ns = |n: &str| format!("{:?}", Scope::Namespace(n.into()));
+        assert_eq!(
+            summary(&namespaced),
+            [
+                format!("{} coordination.k8s.io/leases get,create,patch", ns("ops")),
+                format!(
+                    "{} /configmaps list,watch,create,patch,delete",
+                    ns("team-a")
+                ),
+                format!("{} /secrets list,watch,create,patch,delete", ns("team-a")),
+                format!("{} events.k8s.io/events create,patch", ns("team-a")),
+                format!(
+                    "{} fsm.example.com/databases get,list,watch,patch",
+                    ns("team-a")
+                ),
+                format!("{} fsm.example.com/databases/status patch", ns("team-a")),
+            ],
+            "owned and watched ConfigMaps share one rule; the Lease in its own namespace"
+        );
+        let objects = namespaced.objects("op", "op", "ops");
+        assert!(objects.cluster_roles.is_empty());
+        assert_eq!(objects.roles.len(), 2, "team-a and the Lease namespace");
+
+        let cluster = wired().record_events(RecordedEvents::Off).rbac();
+        assert!(
+            cluster
+                .permissions()
+                .iter()
+                .all(|p| p.scope == Scope::Cluster)
+        );
+        assert!(
+            !cluster.permissions().iter().any(|p| p.resource == "events"),
+            "no Events recorded, no Events granted"
+        );
+        let objects = cluster.objects("op", "op", "ops");
+        assert_eq!((objects.cluster_roles.len(), objects.roles.len()), (1, 0));
+        let binding = &objects.cluster_role_bindings[0];
+        let subject = &binding.subjects.as_ref().unwrap()[0];
+        assert_eq!(
+            (subject.kind.as_str(), subject.name.as_str()),
+            ("ServiceAccount", "op")
+        );
+        assert!(
+            cluster.permissions()[0].verbs.contains(&Verb::Delete),
+            "owned kinds may be deleted (Step::delete, cleanup)"
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! The manifests that deploy an operator: a kustomize base with the CRD, the ServiceAccount,
+//! the least-privilege RBAC of [`crate::Operator::rbac`], the Deployment (probes, metrics
+//! port, a hardened security context, a termination grace longer than the Lease's renew
+//! deadline), a metrics Service, a PodDisruptionBudget when there is more than one replica,
+//! and with the webhook its Service, registration and cert-manager certificate.
+
+mod objects;
+#[cfg(feature = "admission")]
+mod webhook;
+
+use std::time::Duration;
+
+use kube::CustomResourceExt;
+use serde_json::{Value, json};
+
+use crate::model::state_machine::StateMachine;
+use crate::operator::rbac::Rbac;
+
+/// One file of a kustomize base: its name and the object it holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    /// The file name, e.g. `deployment.yaml`.
+    pub file: String,
+    /// The object (or, for `kustomization.yaml`, the kustomization).
+    pub object: Value,
+}
+
+/// How the operator is deployed ([`Deploy::manifests`]).
+#[derive(Clone, Debug)]
+pub struct Deploy {
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) image: String,
+    pub(crate) command: Vec<String>,
+    pub(crate) args: Vec<String>,
+    pub(crate) replicas: u32,
+    pub(crate) metrics_port: u16,
+    pub(crate) renew_deadline: Duration,
+    #[cfg(feature = "admission")]
+    pub(crate) webhook: Option<webhook::Served>,
+}
+
+impl Deploy {
+    /// The operator `name` (names the ServiceAccount, the roles, the Deployment and the
+    /// Services) in `namespace`, running `image`. Defaults: one replica, the image's own
+    /// entrypoint and arguments, metrics on port 8080, client-go's 10 s renew deadline.
+    pub fn new(
+        name: impl Into<String>,
+        namespace: impl Into<String>,
+        image: impl Into<String>,
+    ) -> Self {
+        Deploy {
+            name: name.into(),
+            namespace: namespace.into(),
+            image: image.into(),
+            command: Vec::new(),
+            args: Vec::new(),
+            replicas: 1,
+            metrics_port: 8080,
+            renew_deadline: Duration::from_secs(10),
+            #[cfg(feature = "admission")]
+            webhook: None,
+        }
+    }
+
+    /// The container's command (its entrypoint when empty).
+    #[must_use]
+    pub fn command(mut self, command: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.command = command.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The container's arguments. `$(POD_NAME)` is the Pod's name (set in its environment),
+    /// the identity a replica gives its Leases.
+    #[must_use]
+    pub fn args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How many replicas (more than one: give the operator leader election or sharding).
+    #[must_use]
+    pub fn replicas(mut self, replicas: u32) -> Self {
+        self.replicas = replicas.max(1);
+        self
+    }
+
+    /// The port of `/metrics`, `/healthz` and `/readyz`.
+    #[must_use]
+    pub fn metrics_port(mut self, port: u16) -> Self {
+        self.metrics_port = port;
+        self
+    }
+
+    /// The Lease's renew deadline: the Pod's termination grace is longer, so a replica
+    /// stopping gives its Lease up before it is killed.
+    #[must_use]
+    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
+        self.renew_deadline = deadline;
+        self
+    }
+
+    /// The kustomize base for `K`'s operator with the permissions `rbac`
+    /// ([`crate::Operator::rbac`] of the operator as the Deployment runs it), in order, with
+    /// `kustomization.yaml` last.
+    pub fn manifests<K: StateMachine + CustomResourceExt>(&self, rbac: &Rbac) -> Vec<Manifest> {
+        let mut manifests = vec![
+            manifest("crd.yaml", crate::model::crd::crd::<K>()),
+            manifest("service-account.yaml", objects::service_account(self)),
+        ];
+        let roles = rbac.objects(&self.name, &self.name, &self.namespace);
+        let rbac_files: [(&str, Vec<Value>); 4] = [
+            ("cluster-role", values(&roles.cluster_roles)),
+            ("cluster-role-binding", values(&roles.cluster_role_bindings)),
+            ("role", values(&roles.roles)),
+            ("role-binding", values(&roles.role_bindings)),
+        ];
+        for (file, objects) in rbac_files {
+            let many = objects.len() > 1;
+            for object in objects {
+                let file = match (many, object["metadata"]["namespace"].as_str()) {
+                    (true, Some(namespace)) => format!("{file}-{namespace}.yaml"),
+                    _ => format!("{file}.yaml"),
+                };
+                manifests.push(Manifest { file, object });
+            }
+        }
+        manifests.push(manifest("deployment.yaml", objects::deployment(self)));
+        manifests.push(manifest(
+            "metrics-service.yaml",
+            objects::metrics_service(self),
+        ));
+        if self.replicas > 1 {
+            manifests.push(manifest(
+                "pod-disruption-budget.yaml",
+                objects::disruption_budget(self),
+            ));
+        }
+        #[cfg(feature = "admission")]
+        if let Some(served) = &self.webhook {
+            manifests.extend(webhook::manifests::<K>(self, served));
+        }
+        let resources: Vec<&str> = manifests.iter().map(|m| m.file.as_str()).collect();
+        let kustomization = json!({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": resources,
+        });
+        manifests.push(Manifest {
+            file: "kustomization.yaml".into(),
+            object: kustomization,
+        });
+        manifests
+    }
+
+    /// The labels of the operator's Pods.
+    pub(crate) fn labels(&self) -> Value {
+        json!({ "app.kubernetes.io/name": self.name, "app.kubernetes.io/managed-by": "kube-fsm" })
+    }
+}
+
+fn manifest(file: &str, object: impl serde::Serialize) -> Manifest {
+    Manifest {
+        file: file.into(),
+        object: serde_json::to_value(object).unwrap_or_default(),
+    }
+}
+
+fn values<T: serde::Serialize>(objects: &[T]) -> Vec<Value> {
+    objects
+        .iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect()
+}
