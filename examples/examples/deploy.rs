@@ -14,11 +14,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kube_fsm::admission::{Endpoint, Policy, WebhookOptions};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube_fsm::admission::{Endpoint, FailurePolicy, Policy, WebhookOptions};
 use kube_fsm::controller::{LeaderElection, Sharding};
 use kube_fsm::deploy::{Deploy, Manifest};
-use kube_fsm_examples::BoxError;
 use kube_fsm_examples::database::{self, Database, Handlers};
+use kube_fsm_examples::{BoxError, webhook};
 
 /// Writes the manifests that deploy the Database operator.
 #[derive(Debug, Parser)]
@@ -39,6 +40,13 @@ struct Args {
     /// Also serve and register the admission webhook (its certificate from cert-manager).
     #[arg(long, conflicts_with = "shards")]
     webhook: bool,
+    /// Register the webhook for the namespaces with this label only.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = webhook::key_value, requires = "webhook")]
+    webhook_namespace_label: Option<(String, String)>,
+    /// Let writes through when the webhook cannot be reached (failurePolicy Ignore; default
+    /// Fail: refuse them).
+    #[arg(long, requires = "webhook")]
+    webhook_fail_open: bool,
     /// Write one file per object here (default: print them as one YAML stream).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -83,7 +91,17 @@ fn manifests(args: &Args) -> Result<Vec<Manifest>, BoxError> {
             "--webhook-tls".into(),
         ]);
         run.extend([format!("{dir}/tls.crt"), format!("{dir}/tls.key")]);
-        let options = WebhookOptions::new(Endpoint::Url(String::new()));
+        let mut options = WebhookOptions::new(Endpoint::Url(String::new()));
+        if args.webhook_fail_open {
+            options.failure_policy = FailurePolicy::Ignore;
+        }
+        options.namespace_selector =
+            args.webhook_namespace_label
+                .clone()
+                .map(|(key, value)| LabelSelector {
+                    match_labels: Some([(key, value)].into()),
+                    ..LabelSelector::default()
+                });
         deploy = deploy.webhook(9443, Policy::default(), options);
     }
     Ok(deploy.args(run).manifests::<Database>(&operator.rbac()))
