@@ -106,12 +106,7 @@ async fn run(demos: Vec<Run>) -> Result<ExitCode, BoxError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let demos = Demo::parse().runs();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    kube_fsm_examples::serve::init_logging("warn");
     run(demos).await.unwrap_or_else(|err| {
         eprintln!("error: {err}");
         ExitCode::FAILURE

@@ -133,7 +133,7 @@ async fn main() -> ExitCode {
             webhook_addr,
             webhook_tls,
         } => {
-            serve::init_logging();
+            serve::init_logging("info");
             let lease_namespace = lease_namespace
                 .or_else(|| namespace.clone())
                 .unwrap_or_else(|| "default".into());

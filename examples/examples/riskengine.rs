@@ -63,7 +63,7 @@ async fn main() -> ExitCode {
             platform_namespace,
             metrics_addr,
         } => {
-            serve::init_logging();
+            serve::init_logging("info");
             run(platform_namespace, metrics_addr).await
         }
     };

@@ -73,7 +73,7 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    serve::init_logging();
+    serve::init_logging("info");
     run(args).await.unwrap_or_else(|err| {
         eprintln!("error: {err}");
         ExitCode::FAILURE

@@ -146,7 +146,7 @@ async fn main() -> ExitCode {
             fail_open,
             namespace_label,
         } => {
-            serve::init_logging();
+            serve::init_logging("info");
             let options = Options {
                 addr,
                 tls: tls.and_then(|files| Some((files.first()?.clone(), files.get(1)?.clone()))),

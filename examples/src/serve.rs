@@ -112,10 +112,10 @@ async fn respond(
     Ok(response)
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`), as the examples' `run` does.
-pub fn init_logging() {
+/// Logs to stderr, filtered by `RUST_LOG` (default: `default`, e.g. `info`).
+pub fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -121,12 +121,7 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    kube_fsm_examples::serve::init_logging("info");
     run(args).await.unwrap_or_else(|err| {
         eprintln!("error: {err}");
         ExitCode::FAILURE
