@@ -125,7 +125,7 @@ impl LeaderElection {
             tokio::select! {
                 () = signal.clone() => return Ok(()),
                 held = lock.try_acquire_or_renew(&mut observed) => match held {
-                    Ok(true) => return self.serve(&lock, started, body).await,
+                    Ok(true) => return self.serve(&lock, started, health, body).await,
                     Ok(false) => {}
                     Err(err) if err.refused(health) => {}
                     Err(err) => tracing::warn!(lease = %self.lease, %err, "cannot acquire the Lease; retrying"),
@@ -144,6 +144,7 @@ impl LeaderElection {
         &self,
         lock: &LeaseLock,
         acquired: Instant,
+        health: &Health,
         body: F,
     ) -> Result<(), LeaseLost>
     where
@@ -156,7 +157,7 @@ impl LeaderElection {
             let _ = lost_rx.await;
         }));
         tokio::pin!(body);
-        let renewing = self.renew(lock, acquired);
+        let renewing = self.renew(lock, acquired, health);
         tokio::pin!(renewing);
         tokio::select! {
             () = &mut body => {
@@ -186,7 +187,7 @@ impl LeaderElection {
 
     /// Renews every retry period; returns when leadership is lost (another holder, or no
     /// successful renewal within the renew deadline).
-    async fn renew(&self, lock: &LeaseLock, acquired: Instant) {
+    async fn renew(&self, lock: &LeaseLock, acquired: Instant, health: &Health) {
         let mut observed = Observed::default();
         let mut last_renewed = acquired;
         loop {
@@ -204,6 +205,7 @@ impl LeaderElection {
                     return;
                 }
                 Ok(Ok(false)) => {}
+                Ok(Err(err)) if err.refused(health) => {}
                 Ok(Err(err)) => {
                     tracing::warn!(lease = %self.lease, %err, "cannot renew the Lease");
                 }
