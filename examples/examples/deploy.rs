@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube_fsm::admission::{Endpoint, FailurePolicy, Policy, WebhookOptions};
+use kube_fsm::admission::{FailurePolicy, Policy};
 use kube_fsm::controller::{LeaderElection, Sharding};
 use kube_fsm::deploy::{Deploy, Manifest};
 use kube_fsm_examples::database::{self, Database, Handlers};
@@ -91,18 +91,19 @@ fn manifests(args: &Args) -> Result<Vec<Manifest>, BoxError> {
             "--webhook-tls".into(),
         ]);
         run.extend([format!("{dir}/tls.crt"), format!("{dir}/tls.key")]);
-        let mut options = WebhookOptions::new(Endpoint::Url(String::new()));
-        if args.webhook_fail_open {
-            options.failure_policy = FailurePolicy::Ignore;
-        }
-        options.namespace_selector =
-            args.webhook_namespace_label
-                .clone()
-                .map(|(key, value)| LabelSelector {
-                    match_labels: Some([(key, value)].into()),
-                    ..LabelSelector::default()
-                });
-        deploy = deploy.webhook(9443, Policy::default(), options);
+        let failure = if args.webhook_fail_open {
+            FailurePolicy::Ignore
+        } else {
+            FailurePolicy::Fail
+        };
+        let namespaces = args
+            .webhook_namespace_label
+            .clone()
+            .map(|(key, value)| LabelSelector {
+                match_labels: Some([(key, value)].into()),
+                ..LabelSelector::default()
+            });
+        deploy = deploy.webhook(9443, Policy::default(), failure, namespaces);
     }
     Ok(deploy.args(run).manifests::<Database>(&operator.rbac()))
 }

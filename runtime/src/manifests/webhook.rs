@@ -2,10 +2,11 @@
 //! cert-manager's CA injector) and a cert-manager Issuer and Certificate whose Secret the
 //! operator's Pod mounts.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResourceExt;
 use serde_json::json;
 
-use crate::admission::{Endpoint, Policy, WebhookOptions};
+use crate::admission::{Endpoint, FailurePolicy, Policy, WebhookOptions};
 use crate::manifests::{Deploy, Manifest};
 
 /// Where the Pod finds the serving certificate (`tls.crt`, `tls.key`).
@@ -21,17 +22,24 @@ pub(crate) struct Served {
 
 impl Deploy {
     /// The operator also serves the admission webhook on `port` (HTTPS, with the certificate
-    /// in [`Deploy::webhook_cert_dir`]), registered as `options` say (failure policy,
-    /// selectors; the endpoint becomes the webhook's Service and the CA is injected by
-    /// cert-manager); `policy` is the one it serves, whose tiers the registration reflects.
+    /// in [`Deploy::webhook_cert_dir`]), registered through the webhook's Service with
+    /// `failure_policy` for the namespaces `namespaces` selects (all: `None`), its CA injected
+    /// by cert-manager; `policy` is the one it serves, whose tiers the registration reflects.
     #[must_use]
-    pub fn webhook(mut self, port: u16, policy: Policy, mut options: WebhookOptions) -> Self {
-        options.endpoint = Endpoint::Service {
+    pub fn webhook(
+        mut self,
+        port: u16,
+        policy: Policy,
+        failure_policy: FailurePolicy,
+        namespaces: Option<LabelSelector>,
+    ) -> Self {
+        let mut options = WebhookOptions::new(Endpoint::Service {
             namespace: self.namespace.clone(),
             name: service(&self),
             port: Some(443),
-        };
-        options.ca_bundle = None;
+        });
+        options.failure_policy = failure_policy;
+        options.namespace_selector = namespaces;
         self.webhook = Some(Served {
             port,
             policy,
