@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
+use kube_fsm_examples::riskengine::{
+    self, ALLOW_LIST, Handlers, RiskEngine, RiskEnginePhase, RiskEngineSpec,
+};
 use kube_fsm_testkit::operator::Running;
 
 use crate::{BoxError, cluster};
-use kube_fsm_examples::riskengine::{
-    self, ALLOW_LIST, Handlers, PART_OF, RiskEngine, RiskEnginePhase, RiskEngineSpec, VERSIONS_KEY,
-};
 
 /// Options of the RiskEngine demo.
 #[derive(Clone, Debug)]
@@ -259,11 +259,7 @@ async fn refuse_out_of_range_timeout(client: &Client, ns: &str) -> Result<(), Bo
 
 /// Writes the allow-list as the platform team would (its own field manager).
 async fn set_allow_list(client: &Client, ns: &str, versions: &str) -> Result<(), BoxError> {
-    let list = serde_json::json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": { "name": ALLOW_LIST, "namespace": ns, "labels": { PART_OF.0: PART_OF.1 } },
-        "data": { VERSIONS_KEY: versions },
-    });
+    let list = riskengine::allow_list(ns, versions);
     Api::<ConfigMap>::namespaced(client.clone(), ns)
         .patch(
             ALLOW_LIST,

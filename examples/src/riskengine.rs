@@ -37,6 +37,21 @@ pub const ALLOW_LIST: &str = "riskengine-versions";
 /// The allow-list's key holding the versions.
 pub const VERSIONS_KEY: &str = "versions";
 
+/// The platform's allow-list in `namespace`: the versions a RiskEngine may run
+/// (comma-separated), labelled as part of the platform so the operator's watch sees it.
+pub fn allow_list(namespace: &str, versions: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(ALLOW_LIST.into()),
+            namespace: Some(namespace.into()),
+            labels: Some(BTreeMap::from([(PART_OF.0.into(), PART_OF.1.into())])),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(VERSIONS_KEY.into(), versions.into())])),
+        ..ConfigMap::default()
+    }
+}
+
 /// The label selector of the watched ConfigMaps and Secrets.
 pub fn selector() -> String {
     format!("{}={}", PART_OF.0, PART_OF.1)
@@ -424,18 +439,6 @@ mod tests {
 
     const PLATFORM: &str = "platform";
 
-    fn allow_list(versions: &str) -> ConfigMap {
-        ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(ALLOW_LIST.into()),
-                namespace: Some(PLATFORM.into()),
-                ..ObjectMeta::default()
-            },
-            data: Some(BTreeMap::from([(VERSIONS_KEY.into(), versions.into())])),
-            ..ConfigMap::default()
-        }
-    }
-
     fn engine(version: &str) -> RiskEngine {
         let mut engine = RiskEngine::new(
             "risk",
@@ -467,7 +470,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_version_off_the_list_stays_in_validating_with_a_message() {
-        let context = context(vec![allow_list("1.4, 1.5")]);
+        let context = context(vec![allow_list(PLATFORM, "1.4, 1.5")]);
         let engine = testing::in_phase(engine("0.9"), RiskEnginePhase::Validating);
         let outcome = testing::step_in(&handlers(), &engine, Timestamp::now(), &context)
             .await
@@ -496,7 +499,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_allowed_version_deploys_and_reports_it_in_the_status() {
-        let context = context(vec![allow_list("1.4 1.5")]);
+        let context = context(vec![allow_list(PLATFORM, "1.4 1.5")]);
         let validating = testing::in_phase(engine("1.5"), RiskEnginePhase::Validating);
         let handlers = handlers();
         let validated = testing::step_in(&handlers, &validating, Timestamp::now(), &context)

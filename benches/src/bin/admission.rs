@@ -45,7 +45,7 @@ async fn main() -> Result<(), BoxError> {
         }
     }
     let client = Client::try_default().await?;
-    install_crd(&client).await?;
+    install_crd(&client).await;
     let id = fastrand::u32(..0x00ff_ffff);
     let (ns, idle) = (
         format!("bench-admission-{id:06x}"),

@@ -108,7 +108,7 @@ async fn run(options: Options) -> Result<ExitCode, BoxError> {
     let n = options.objects;
     let settle = Duration::from_secs(5);
     let version = client.apiserver_version().await?;
-    install_crd(&client).await?;
+    install_crd(&client).await;
     economy::ensure_namespace(&client, ns).await?;
     // Probe the metrics endpoint before doing anything that would need cleaning up.
     Requests::scrape(&client).await.map_err(|err| {

@@ -115,9 +115,7 @@ impl ReconcileError {
     /// handler's own request included): a 401, or a 403 that names the permission.
     pub(crate) fn refusal(&self) -> Option<&kube::core::Status> {
         match self.kube_error()? {
-            kube::Error::Api(status) if status.code == 401 || Refusal::of(status).is_some() => {
-                Some(status)
-            }
+            kube::Error::Api(status) if Refusal::of(status).is_some() => Some(status),
             _ => None,
         }
     }

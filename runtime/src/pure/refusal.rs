@@ -18,10 +18,19 @@ pub(crate) struct Refusal {
 }
 
 impl Refusal {
-    /// The permission a 403 says is missing, if it is an RBAC refusal: read from its message,
-    /// or, for the refusal of a server-side apply that would create the object (the API server
-    /// asks for `create` then, and words it `… is forbidden: ` with no reason), from its details.
+    /// The permission an answer says is missing, if it is a refusal for want of one: a 401
+    /// (no valid credentials at all), or a 403 read from its message or, for the refusal of a
+    /// server-side apply that would create the object (the API server asks for `create` then,
+    /// and words it `… is forbidden: ` with no reason), from its details.
     pub(crate) fn of(status: &kube::core::Status) -> Option<Self> {
+        if status.code == 401 {
+            return Some(Refusal {
+                verb: "authenticate".into(),
+                resource: "(any)".into(),
+                group: String::new(),
+                namespace: None,
+            });
+        }
         if status.code != 403 {
             return None;
         }

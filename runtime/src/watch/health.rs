@@ -153,18 +153,8 @@ impl Health {
     /// permission it names, logged the first time and counted; the caller retries at the
     /// reconnect cap.
     pub(crate) fn request_refused(&self, status: &kube::core::Status) -> bool {
-        let permission = match status.code {
-            403 => match Refusal::of(status) {
-                Some(refusal) => refusal,
-                None => return false,
-            },
-            401 => Refusal {
-                verb: "authenticate".into(),
-                resource: "(any)".into(),
-                group: String::new(),
-                namespace: None,
-            },
-            _ => return false,
+        let Some(permission) = Refusal::of(status) else {
+            return false;
         };
         let key = permission.to_string();
         if self.refuse(&key, format!("{key}: {}", status.message)) {

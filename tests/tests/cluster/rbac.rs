@@ -21,7 +21,7 @@ use kube_fsm::admission::{
 use kube_fsm::controller::{Connection, LeaderElection, Sharding};
 use kube_fsm::deploy::{Rbac, Verb};
 use kube_fsm_examples::database::{self, Database, Handlers};
-use kube_fsm_examples::riskengine::{self, ALLOW_LIST, PART_OF, RiskEngine, RiskEngineSpec};
+use kube_fsm_examples::riskengine::{self, ALLOW_LIST, RiskEngine, RiskEngineSpec};
 use kube_fsm_testkit::admission;
 use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
 use kube_fsm_testkit::operator::Running;
@@ -196,11 +196,7 @@ async fn the_riskengine_operator_runs_as_its_service_account() {
         return;
     };
     cluster::install_crd(&admin, riskengine::crd()).await;
-    let list = serde_json::json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": { "name": ALLOW_LIST, "namespace": ns, "labels": { PART_OF.0: PART_OF.1 } },
-        "data": { riskengine::VERSIONS_KEY: "1.4, 2.0" },
-    });
+    let list = riskengine::allow_list(&ns, "1.4, 2.0");
     Api::<ConfigMap>::namespaced(admin.clone(), &ns)
         .patch(
             ALLOW_LIST,
