@@ -81,6 +81,8 @@ pub struct Edge {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Trigger {
     /// Taken only when the phase handler picks it.
+    Handler,
+    /// Taken only by people (`manual: true`): never by the engine, not in the handler's types.
     Manual,
     /// Taken when the handler fires this event.
     Event(usize),
@@ -95,6 +97,20 @@ impl Machine {
             .edges
             .iter()
             .filter(|e| e.from == from)
+            .map(|e| e.to)
+            .collect();
+        targets.sort_unstable();
+        targets.dedup();
+        targets
+    }
+
+    /// Distinct targets the phase handler may choose from `from` (no manual edge), in phase
+    /// order.
+    pub fn handler_targets(&self, from: usize) -> Vec<usize> {
+        let mut targets: Vec<usize> = self
+            .edges
+            .iter()
+            .filter(|e| e.from == from && e.trigger != Trigger::Manual)
             .map(|e| e.to)
             .collect();
         targets.sort_unstable();

@@ -152,6 +152,8 @@ pub struct RawTransition {
     pub on: Option<Name>,
     /// `when` requirements, all of which must hold; empty when the edge has no rule.
     pub when: Vec<RawRequirement>,
+    /// Where `manual: true` (or the DSL's `manual`) is written: an edge only people take.
+    pub manual: Option<Loc>,
 }
 
 /// `PodsReady` (must be True) or `!PodsReady` (must be False).

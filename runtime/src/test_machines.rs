@@ -35,6 +35,7 @@ pub static MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
         Running -> Degraded when !ServiceAvailable,
         Degraded -> Running when ServiceAvailable && PodsReady,
         [Provisioning, Running, Degraded] -> Failed on Fail,
+        Failed -> Pending manual,
     ),
     finalizer = "example.com/cleanup",
     ready = ServiceAvailable,

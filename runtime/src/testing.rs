@@ -122,7 +122,7 @@ impl<E: std::error::Error + 'static> From<step_plan::StepError<E>> for StepError
 }
 
 /// Whether the engine may write phase `to` over the stored phase `stored`: staying, a declared
-/// edge, or, for a new object (or one without a declared phase), the initial phase or one of
+/// edge that is not manual (only people take those), or, for a new object (or one without a declared phase), the initial phase or one of
 /// its successors. What a checker of a run's observed writes holds each one to.
 pub fn is_legal<P: Phase>(stored: Option<&PhaseValue<P>>, to: P) -> bool {
     step_plan::legal_over(stored, to)

@@ -41,6 +41,19 @@ pub async fn client(test: &str) -> Option<Client> {
     }
 }
 
+/// A client for the test cluster acting as `user` in `groups` (impersonated by the test's own
+/// identity, an administrator): to play a person with a group. Add `system:masters` to the
+/// groups for the rights to do anything else.
+///
+/// # Panics
+/// When the configuration cannot be read.
+pub async fn client_as(user: &str, groups: &[&str]) -> Client {
+    let mut config = kube::Config::infer().await.expect("kube config");
+    config.auth_info.impersonate = Some(user.to_owned());
+    config.auth_info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
+    Client::try_from(config).expect("client")
+}
+
 /// What most integration tests start with: a client ([`client`]), the test CRDs installed
 /// ([`install_crds`]) and a fresh namespace named after `prefix` ([`namespace`]).
 pub async fn prepare(test: &str, prefix: &str) -> Option<(Client, String)> {

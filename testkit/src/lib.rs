@@ -90,6 +90,7 @@ pub mod resources {
             Running -> Degraded when !ServiceAvailable,
             Degraded -> Running when ServiceAvailable && PodsReady,
             [Provisioning, Running, Degraded] -> Failed on Fail,
+            Failed -> Pending manual,
         ),
         finalizer = "example.com/cleanup",
         ready = ServiceAvailable,

@@ -37,6 +37,7 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
     let edges = machine.edges.iter().map(|e| {
         let (from, to) = (e.from, e.to);
         let trigger = match &e.trigger {
+            Trigger::Handler => quote!(::kube_fsm::__private::TriggerData::Handler),
             Trigger::Manual => quote!(::kube_fsm::__private::TriggerData::Manual),
             Trigger::Event(ev) => quote!(::kube_fsm::__private::TriggerData::Event(#ev)),
             Trigger::When(reqs) => {

@@ -18,7 +18,7 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
         };
         let (target_ty, event_ty, next_ty) =
             (&handled.target_ty, &handled.event_ty, &handled.next_ty);
-        let targets: Vec<&Ident> = phase.targets.iter().map(|&t| variant(t)).collect();
+        let targets: Vec<&Ident> = handled.targets.iter().map(|&t| variant(t)).collect();
         let target_docs = handled.target_docs.iter().map(|d| doc(d));
         let event_docs = handled.event_docs.iter().map(|d| doc(d));
         let event_variants: Vec<&Ident> = phase

@@ -69,7 +69,7 @@ pub struct Variant {
 #[derive(Debug)]
 pub struct LoweredPhase {
     pub variant: Variant,
-    /// Distinct targets in one step, in phase order.
+    /// Distinct targets in one step (manual edges included), in phase order.
     pub targets: Vec<usize>,
     /// The events accepted here with their target, in event order.
     pub events: Vec<(usize, usize)>,
@@ -89,6 +89,8 @@ pub struct Handled {
     pub event_doc: String,
     pub next_doc: String,
     pub method_doc: String,
+    /// The targets the handler may choose (no manual edge), in phase order.
+    pub targets: Vec<usize>,
     /// Per target: "Move from `A` to `B`."
     pub target_docs: Vec<String>,
     /// Per accepted event: "Fire `E`: `A` → `B`."
@@ -206,7 +208,7 @@ fn phase(machine: &Machine, kind: &Ident, i: usize) -> LoweredPhase {
     }
     let targets = machine.targets(i);
     let events = machine.events_from(i);
-    let handled = (!p.terminal).then(|| handled(machine, kind, i, &targets, &events));
+    let handled = (!p.terminal).then(|| handled(machine, kind, i, &events));
     LoweredPhase {
         variant: Variant {
             ident: variant(&p.name),
@@ -219,13 +221,8 @@ fn phase(machine: &Machine, kind: &Ident, i: usize) -> LoweredPhase {
     }
 }
 
-fn handled(
-    machine: &Machine,
-    kind: &Ident,
-    i: usize,
-    targets: &[usize],
-    events: &[(usize, usize)],
-) -> Handled {
+fn handled(machine: &Machine, kind: &Ident, i: usize, events: &[(usize, usize)]) -> Handled {
+    let targets = machine.handler_targets(i);
     let phase = &machine.phases[i];
     let name = &phase.name;
     let target_name = |t: usize| &machine.phases[t].name;
@@ -237,7 +234,7 @@ fn handled(
                 .iter()
                 .filter(|e| e.from == i && e.to == t)
                 .filter_map(|e| match &e.trigger {
-                    Trigger::Manual => None,
+                    Trigger::Handler | Trigger::Manual => None,
                     Trigger::Event(ev) => Some(format!("on `{}`", machine.events[*ev].name)),
                     Trigger::When(_) => Some("by a `when` rule".to_owned()),
                 })
@@ -268,6 +265,7 @@ fn handled(
             .iter()
             .map(|&t| format!("Move from `{name}` to `{}`.", target_name(t)))
             .collect(),
+        targets,
         event_docs: events
             .iter()
             .map(|&(e, to)| {

@@ -7,7 +7,8 @@ use crate::model::{Machine, Trigger};
 /// The label of an edge: its event, its rule, or nothing for handler-only edges.
 fn label(machine: &Machine, trigger: &Trigger) -> String {
     match trigger {
-        Trigger::Manual => String::new(),
+        Trigger::Handler => String::new(),
+        Trigger::Manual => "manual".to_owned(),
         Trigger::Event(e) => machine.events[*e].name.clone(),
         Trigger::When(reqs) => {
             let parts: Vec<String> = reqs
@@ -89,9 +90,15 @@ pub fn dot(machine: &Machine, kind: &str) -> String {
         if label.is_empty() {
             let _ = writeln!(out, "    {from} -> {to};");
         } else {
+            // Manual edges (people's) dotted, timeouts dashed, the engine's solid.
+            let style = if edge.trigger == Trigger::Manual {
+                ", style=dotted"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "    {from} -> {to} [label=\"{}\"];",
+                "    {from} -> {to} [label=\"{}\"{style}];",
                 label.replace('"', "\\\"")
             );
         }

@@ -243,9 +243,11 @@ fn transition(input: ParseStream<'_>) -> Parsed<RawTransition> {
     let to = name(&input.call(any_ident)?);
     let mut on = None;
     let mut when = Vec::new();
+    let mut manual = None;
     if !input.is_empty() && !input.peek(Token![,]) {
         let keyword: Ident = input.parse()?;
         match keyword.to_string().as_str() {
+            "manual" => manual = Some(Loc::Span(keyword.span())),
             "on" => on = Some(name(&input.call(any_ident)?)),
             "when" => loop {
                 let negated = input.parse::<Option<Token![!]>>()?.is_some();
@@ -261,7 +263,7 @@ fn transition(input: ParseStream<'_>) -> Parsed<RawTransition> {
                 return Err(Diagnostic::new(
                     keyword.span(),
                     format!(
-                        "expected `on Event` or `when Condition` after the target, found `{other}`"
+                        "expected `on Event`, `when Condition` or `manual` after the target, found `{other}`"
                     ),
                 ));
             }
@@ -274,6 +276,7 @@ fn transition(input: ParseStream<'_>) -> Parsed<RawTransition> {
         to,
         on,
         when,
+        manual,
     })
 }
 

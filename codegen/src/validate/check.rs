@@ -169,6 +169,23 @@ pub fn on_or_when(cx: &Ctxt, t: &RawTransition) -> bool {
     false
 }
 
+/// A manual edge (taken only by people) has no `on` and no `when`: nothing automatic takes it.
+pub fn manual_alone(cx: &Ctxt, t: &RawTransition) -> bool {
+    if t.manual.is_none() {
+        return true;
+    }
+    let (what, at) = match (&t.on, t.when.first()) {
+        (Some(on), _) => ("`on`", on.loc),
+        (None, Some(req)) => ("`when`", req.condition.loc),
+        (None, None) => return true,
+    };
+    cx.error(
+        Diagnostic::new(at, format!("a `manual` transition has no {what}: only people take it"))
+            .help("drop `manual: true` to let the engine take it, or declare the automatic move as a transition of its own"),
+    );
+    false
+}
+
 /// A `when` rule requires each condition once; `before` is the status an earlier requirement
 /// of the same rule asked of this condition, if any.
 pub fn required_once(cx: &Ctxt, req: &RawRequirement, before: Option<bool>) -> bool {
@@ -194,13 +211,14 @@ pub fn required_once(cx: &Ctxt, req: &RawRequirement, before: Option<bool>) -> b
 
 /// Nothing leaves a terminal phase: no edge starts there. `written` is the source as written.
 pub fn not_from_terminal(cx: &Ctxt, phases: &[Phase], edge: &Edge, written: &Name) -> bool {
-    if !phases[edge.from].terminal {
+    // Only people leave a terminal phase: it stays terminal for the engine.
+    if !phases[edge.from].terminal || edge.trigger == Trigger::Manual {
         return true;
     }
     let from = &phases[edge.from].name;
     cx.error(
         Diagnostic::new(written.loc, format!("transition out of terminal phase `{from}`"))
-            .help(format!("nothing leaves a terminal phase; remove this transition or drop `terminal` from `{from}`")),
+            .help(format!("the engine never leaves a terminal phase; make it a move only people make (`manual: true`, in the DSL `{from} -> X manual`), remove it, or drop `terminal` from `{from}`")),
     );
     false
 }
@@ -234,10 +252,18 @@ pub fn edge_is_new(
         if other.from != edge.from {
             continue;
         }
+        let manual = |e: &Edge| e.trigger == Trigger::Manual;
+        if other.to == edge.to && manual(other) != manual(edge) {
+            cx.error(
+                Diagnostic::new(t.loc, format!("transition `{from} -> {to}` is both manual and automatic"))
+                    .help(format!("it is already declared {}; an edge is either taken by people (`manual: true`) or by the engine, so keep one", earlier(other_loc))),
+            );
+            return false;
+        }
         if other.to == edge.to
             && (other.trigger == edge.trigger
-                || other.trigger == Trigger::Manual
-                || edge.trigger == Trigger::Manual)
+                || other.trigger == Trigger::Handler
+                || edge.trigger == Trigger::Handler)
         {
             cx.error(
                 Diagnostic::new(t.loc, format!("duplicate transition `{from} -> {to}`"))
@@ -293,10 +319,19 @@ pub fn timeout_along_edge(
     to: usize,
     timeout: &RawTimeout,
 ) {
-    if machine.edges.iter().any(|e| e.from == from && e.to == to) {
-        return;
-    }
+    let edge = machine.edges.iter().find(|e| e.from == from && e.to == to);
     let (from, target) = (&machine.phases[from].name, &machine.phases[to].name);
+    match edge {
+        Some(e) if e.trigger == Trigger::Manual => {
+            cx.error(
+                Diagnostic::new(timeout.to.loc, format!("timeout from `{from}` goes to `{target}`, but `{from} -> {target}` is a manual transition"))
+                    .help(format!("the engine takes a timeout and never a manual transition; drop `manual: true` from `{from} -> {target}`, or time out to another target")),
+            );
+            return;
+        }
+        Some(_) => return,
+        None => {}
+    }
     cx.error(
         Diagnostic::new(timeout.to.loc, format!("timeout from `{from}` goes to `{target}`, but `{from} -> {target}` is not a declared transition"))
             .help(format!("add `- {{ from: {from}, to: {target} }}` to `transitions`, or time out to a declared target")),

@@ -57,21 +57,32 @@ fn is_reachable(cx: &Ctxt, machine: &Machine, locations: &Locations, phase: usiz
     );
 }
 
-/// A phase that is not terminal has a transition out.
+/// A phase that is not terminal has a transition out that the engine can take (a manual one
+/// only people take).
 fn has_way_out(cx: &Ctxt, machine: &Machine, locations: &Locations, phase: usize) {
-    if machine.phases[phase].terminal || machine.edges.iter().any(|e| e.from == phase) {
+    let engine_leaves = machine
+        .edges
+        .iter()
+        .any(|e| e.from == phase && e.trigger != Trigger::Manual);
+    if machine.phases[phase].terminal || engine_leaves {
         return;
     }
     let name = &machine.phases[phase].name;
-    cx.error(
-        Diagnostic::new(
-            locations.phases[phase],
-            format!("phase `{name}` is not terminal and has no transition out"),
+    let manual = machine.edges.iter().any(|e| e.from == phase);
+    let (message, help) = if manual {
+        (
+            format!("phase `{name}` is not terminal and only people leave it (manual transitions)"),
+            format!(
+                "mark it `terminal: true` (people may still take its manual transitions), or add a transition the engine takes from `{name}`"
+            ),
         )
-        .help(format!(
-            "mark it `terminal: true`, or add a transition from `{name}`"
-        )),
-    );
+    } else {
+        (
+            format!("phase `{name}` is not terminal and has no transition out"),
+            format!("mark it `terminal: true`, or add a transition from `{name}`"),
+        )
+    };
+    cx.error(Diagnostic::new(locations.phases[phase], message).help(help));
 }
 
 /// A rule is dead when an earlier rule from the same phase requires a subset of its

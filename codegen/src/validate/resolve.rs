@@ -219,14 +219,17 @@ impl<'a> Resolver<'a, '_> {
     }
 
     fn trigger(&mut self, t: &RawTransition, events_declared: bool) -> Option<Trigger> {
-        if !check::on_or_when(self.cx, t) {
+        if !check::on_or_when(self.cx, t) || !check::manual_alone(self.cx, t) {
             return None;
+        }
+        if t.manual.is_some() {
+            return Some(Trigger::Manual);
         }
         if let Some(on) = &t.on {
             return self.event(on, events_declared).map(Trigger::Event);
         }
         if t.when.is_empty() {
-            return Some(Trigger::Manual);
+            return Some(Trigger::Handler);
         }
         let mut requirements: Vec<(usize, bool)> = Vec::new();
         let mut ok = true;

@@ -15,7 +15,7 @@ fn lowers_edges_in_spec_order_with_lists_expanded() {
     assert_eq!(edges, [(0, 1), (0, 2), (1, 2), (1, 0)]);
     assert_eq!(m.edges[0].trigger, Trigger::Event(0));
     assert_eq!(m.edges[1].trigger, Trigger::When(vec![(0, true)]));
-    assert_eq!(m.edges[3].trigger, Trigger::Manual);
+    assert_eq!(m.edges[3].trigger, Trigger::Handler);
     assert_eq!(m.targets(1), [0, 2]);
     assert_eq!(m.events_from(0), [(0, 1)]);
     assert_eq!(m.initial, 0);
@@ -150,5 +150,42 @@ fn a_repeated_condition_names_the_line_of_its_first_declaration() {
         twice.help,
         ["it is first declared on line 6; remove one"],
         "{twice:?}"
+    );
+}
+
+#[test]
+fn manual_edges_leave_terminal_phases_and_stay_out_of_the_handlers_choices() {
+    let (m, errors) = check(
+        "phases(A(initial), B, C(terminal)), \
+         transitions(A -> B on Go, B -> C, C -> A manual, B -> A manual)",
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(m.edges[2].trigger, Trigger::Manual);
+    assert_eq!(m.targets(2), [0], "a person may move C to A: a legal edge");
+    assert_eq!(m.targets(1), [0, 2]);
+    assert_eq!(
+        m.handler_targets(1),
+        [2],
+        "the handler of B cannot choose A"
+    );
+}
+
+#[test]
+fn a_manual_edge_is_never_also_automatic() {
+    let (_, errors) = check(
+        "phases(A(initial), B(terminal)), conditions(Ok), \
+         transitions(A -> B on Go, A -> B manual)",
+    );
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("transition `A -> B` is both manual and automatic"),
+        "{errors:?}"
+    );
+    let (_, errors) = check("phases(A(initial), B), transitions(A -> B, B -> A manual)");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0]
+            .contains("phase `B` is not terminal and only people leave it (manual transitions)"),
+        "only people would ever move it: {errors:?}"
     );
 }

@@ -29,9 +29,9 @@ mod tls;
 pub use configuration::{
     Endpoint, FailurePolicy, PATH, TIER_PATH, WebhookOptions, validating_webhook_configuration,
 };
-pub use policy::{OperatorIdentity, Policy, PolicyError, Requester, Rule, Tier};
+pub use policy::{OperatorIdentity, People, Policy, PolicyError, Requester, Rule, Tier};
 pub use review::Validator;
-pub use rules::{NOT_SUPPORTED, PHASE_FIELD, Violation, check, no_such_transition};
+pub use rules::{NOT_SUPPORTED, PHASE_FIELD, Violation, check, is_manual, no_such_transition};
 pub use server::{ServeError, Webhook, WebhookHealth, WebhookMetrics};
 pub use tls::{ServingCertificate, TlsError};
 
@@ -55,7 +55,7 @@ pub(crate) mod tests_support {
         EdgeData {
             from,
             to,
-            trigger: TriggerData::Manual,
+            trigger: TriggerData::Handler,
         }
     }
 
@@ -88,7 +88,8 @@ pub(crate) mod tests_support {
         })
     }
 
-    /// Pending -> Running -> Done, Pending -> Failed; `Starting` was renamed `Running`.
+    /// Pending -> Running -> Done, Pending -> Failed, and people retry Failed -> Pending (a
+    /// manual edge); `Starting` was renamed `Running`.
     pub static MACHINE: MachineData = MachineData {
         kind: "Job",
         phases: &[
@@ -99,7 +100,16 @@ pub(crate) mod tests_support {
         ],
         conditions: &[],
         events: &[],
-        edges: &[edge(0, 1), edge(1, 2), edge(0, 3)],
+        edges: &[
+            edge(0, 1),
+            edge(1, 2),
+            edge(0, 3),
+            EdgeData {
+                from: 3,
+                to: 0,
+                trigger: TriggerData::Manual,
+            },
+        ],
         initial: 0,
         finalizer: None,
         ready: None,

@@ -19,6 +19,7 @@ use crate::model::machine::MachineData;
 ///   fieldManagers: [kube-fsm]
 /// platform:                        # every namespace the webhook covers
 ///   - onlyOperatorEnters: [Failed]
+///   - manualBy: { groups: [sre] }    # who may take the spec's manual transitions
 /// tiers:                           # namespaces picked by a label selector
 ///   - name: restricted
 ///     namespaceSelector: { matchLabels: { tier: restricted } }
@@ -80,6 +81,41 @@ pub enum Rule {
     OnlyOperatorMovesPhase,
     /// Only the operator moves an object into these phases.
     OnlyOperatorEnters(Vec<String>),
+    /// Only these people take the spec's manual transitions (`manual: true`). The operator
+    /// never takes one, whatever the policy says.
+    ManualBy(People),
+}
+
+/// People, by authenticated user name or group: a request matches when its user is one of
+/// `users` or it is in one of `groups`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct People {
+    /// User names, e.g. `alice@example.com`.
+    #[serde(default)]
+    pub users: Vec<String>,
+    /// Group names, e.g. `sre`.
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+impl People {
+    /// Whether `requester` is one of them.
+    pub fn include(&self, requester: Requester<'_>) -> bool {
+        self.users.iter().any(|u| u == requester.user)
+            || requester.groups.iter().any(|g| self.groups.contains(g))
+    }
+
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.users.is_empty() {
+            parts.push(format!("user {}", self.users.join(" or ")));
+        }
+        if !self.groups.is_empty() {
+            parts.push(format!("group {}", self.groups.join(" or ")));
+        }
+        parts.join(", ")
+    }
 }
 
 /// Who sent a request, as far as the policy cares.
@@ -89,6 +125,8 @@ pub struct Requester<'a> {
     pub user: &'a str,
     /// The field manager the request named, or "".
     pub field_manager: &'a str,
+    /// The authenticated user's groups.
+    pub groups: &'a [String],
 }
 
 /// Why a [`Policy`] cannot be used with a machine.
@@ -120,6 +158,11 @@ pub enum PolicyError {
     /// A tier's name is not a DNS label, or two tiers share it.
     #[error("tier name {0:?} must be a unique DNS label (lower-case letters, digits and '-')")]
     TierName(String),
+    /// A `manualBy` rule names no user and no group.
+    #[error(
+        "the policy's manualBy rule names no user and no group: name who may take manual transitions"
+    )]
+    NobodyNamed,
 }
 
 impl Policy {
@@ -136,6 +179,12 @@ impl Policy {
         let mut any = false;
         for rule in rules {
             any = true;
+            if let Rule::ManualBy(people) = rule
+                && people.users.is_empty()
+                && people.groups.is_empty()
+            {
+                return Err(PolicyError::NobodyNamed);
+            }
             if let Rule::OnlyOperatorEnters(phases) = rule
                 && let Some(phase) = phases
                     .iter()
@@ -179,8 +228,9 @@ impl Policy {
         self.tiers.iter().find(|t| t.name == name)
     }
 
-    /// Checks a phase write (`old` → `new`, already allowed by the machine) against the
-    /// platform rules, or against one tier's rules when `tier` is given.
+    /// Checks a phase write (`old` → `new`, already allowed by the machine; `manual` when it
+    /// is a manual transition) against the platform rules, or against one tier's rules when
+    /// `tier` is given. Whatever the layers say, the operator never takes a manual transition.
     ///
     /// # Errors
     /// The [`Violation`] of the first rule broken.
@@ -190,33 +240,51 @@ impl Policy {
         requester: Requester<'_>,
         old: Option<&str>,
         new: Option<&str>,
+        manual: bool,
     ) -> Result<(), Violation> {
-        if old == new || self.operator.is(requester) {
+        if old == new {
             return Ok(());
         }
+        if self.operator.is(requester) {
+            return match (manual, old, new) {
+                (true, Some(old), Some(new)) => Err(Violation::forbidden(format!(
+                    "{old} -> {new} is a manual transition: only people take it, and {} is the operator",
+                    requester.describe()
+                ))),
+                _ => Ok(()),
+            };
+        }
         let rules = tier.map_or(&self.platform, |t| &t.rules);
-        // What the rule forbids; the message is built only for a refusal.
-        let forbidden = |what: String| {
+        // Who may do what the rule forbids; the message is built only for a refusal.
+        let forbidden = |who: String, what: String| {
             let layer = match tier {
                 Some(tier) => format!("in namespaces of tier {}", tier.name),
                 None => "on this platform".to_owned(),
             };
-            Violation::forbidden(format!(
-                "{layer}, only the operator ({}) may {what}; {} may not",
-                self.operator.describe(),
+            Err(Violation::forbidden(format!(
+                "{layer}, only {who} may {what}; {} may not",
                 requester.describe()
-            ))
+            )))
         };
+        let operator = || format!("the operator ({})", self.operator.describe());
         for rule in rules {
             match rule {
                 Rule::OnlyOperatorMovesPhase => {
-                    return Err(forbidden("change status.phase".to_owned()));
+                    return forbidden(operator(), "change status.phase".to_owned());
                 }
                 Rule::OnlyOperatorEnters(phases) => {
                     if let Some(new) = new.filter(|n| phases.iter().any(|p| p == n)) {
-                        return Err(forbidden(format!("move an object to {new}")));
+                        return forbidden(operator(), format!("move an object to {new}"));
                     }
                 }
+                Rule::ManualBy(people) if manual && !people.include(requester) => {
+                    let (old, new) = (old.unwrap_or("(none)"), new.unwrap_or("(none)"));
+                    return forbidden(
+                        people.describe(),
+                        format!("take the manual transition {old} -> {new}"),
+                    );
+                }
+                Rule::ManualBy(_) => {}
             }
         }
         Ok(())
@@ -259,119 +327,4 @@ impl Requester<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The tests' policy: its operator is named by field manager only (trusted, as on a
-    /// development cluster), so one user can play both parts.
-    fn policy() -> Policy {
-        serde_json::from_value(serde_json::json!({
-            "operator": { "fieldManagers": ["kube-fsm"], "trustFieldManagers": true },
-            "platform": [{ "onlyOperatorEnters": ["Failed"] }],
-            "tiers": [{
-                "name": "restricted",
-                "namespaceSelector": { "matchLabels": { "tier": "restricted" } },
-                "rules": ["onlyOperatorMovesPhase"],
-            }],
-        }))
-        .unwrap()
-    }
-
-    const OPERATOR: Requester<'static> = Requester {
-        user: "admin",
-        field_manager: "kube-fsm",
-    };
-    const HUMAN: Requester<'static> = Requester {
-        user: "alice",
-        field_manager: "kubectl-edit",
-    };
-
-    #[test]
-    fn the_platform_reserves_a_phase_for_the_operator() {
-        let policy = policy();
-        let err = policy
-            .evaluate(None, HUMAN, Some("Running"), Some("Failed"))
-            .unwrap_err();
-        assert_eq!(
-            err.message,
-            "on this platform, only the operator (field manager kube-fsm) may move an object to \
-             Failed; user alice (field manager kubectl-edit) may not"
-        );
-        assert!(
-            policy
-                .evaluate(None, OPERATOR, Some("Running"), Some("Failed"))
-                .is_ok()
-        );
-        assert!(
-            policy
-                .evaluate(None, HUMAN, Some("Pending"), Some("Running"))
-                .is_ok()
-        );
-    }
-
-    #[test]
-    fn a_restricted_tier_leaves_the_phase_to_the_operator() {
-        let policy = policy();
-        let tier = policy.tier("restricted");
-        assert!(
-            policy
-                .evaluate(tier, HUMAN, Some("Pending"), Some("Running"))
-                .is_err()
-        );
-        assert!(policy.evaluate(tier, HUMAN, None, Some("Pending")).is_err());
-        assert!(
-            policy
-                .evaluate(tier, HUMAN, Some("Pending"), Some("Pending"))
-                .is_ok()
-        );
-        assert!(
-            policy
-                .evaluate(tier, OPERATOR, Some("Pending"), Some("Running"))
-                .is_ok()
-        );
-    }
-
-    #[test]
-    fn every_list_given_must_match_the_operator() {
-        let operator = OperatorIdentity {
-            users: vec!["system:serviceaccount:db:operator".into()],
-            field_managers: vec!["kube-fsm".into()],
-            trust_field_managers: false,
-        };
-        assert!(!operator.is(OPERATOR), "right field manager, wrong user");
-        assert!(operator.is(Requester {
-            user: "system:serviceaccount:db:operator",
-            field_manager: "kube-fsm",
-        }));
-        assert!(!OperatorIdentity::default().is(OPERATOR));
-    }
-
-    #[test]
-    fn policies_are_checked_against_the_machine() {
-        let machine = &crate::admission::tests_support::MACHINE;
-        assert_eq!(policy().check(machine), Ok(()));
-        let mut unknown = policy();
-        unknown.platform = vec![Rule::OnlyOperatorEnters(vec!["Paused".into()])];
-        assert!(matches!(
-            unknown.check(machine),
-            Err(PolicyError::UnknownPhase { .. })
-        ));
-        let mut anonymous = policy();
-        anonymous.operator = OperatorIdentity::default();
-        assert_eq!(anonymous.check(machine), Err(PolicyError::NoOperator));
-        // A field manager is anyone's to claim: not an identity, unless trusted on purpose.
-        let mut claimed = policy();
-        claimed.operator.trust_field_managers = false;
-        let refused = claimed.check(machine).unwrap_err();
-        assert!(refused.to_string().contains("operator.users"), "{refused}");
-        claimed.operator.users = vec!["system:serviceaccount:db:operator".into()];
-        assert_eq!(claimed.check(machine), Ok(()));
-        let mut twice = policy();
-        twice.tiers.push(twice.tiers[0].clone());
-        assert!(matches!(
-            twice.check(machine),
-            Err(PolicyError::TierName(_))
-        ));
-        assert_eq!(Policy::default().check(machine), Ok(()));
-    }
-}
+mod tests;

@@ -76,6 +76,7 @@ impl Validator {
         }
         let requester = Requester {
             user: request.user_info.username.as_deref().unwrap_or(""),
+            groups: request.user_info.groups.as_deref().unwrap_or_default(),
             field_manager: request
                 .options
                 .as_ref()
@@ -83,7 +84,8 @@ impl Validator {
                 .and_then(Value::as_str)
                 .unwrap_or(""),
         };
-        self.policy.evaluate(tier, requester, old, new)
+        let manual = rules::is_manual(self.machine, old, new);
+        self.policy.evaluate(tier, requester, old, new, manual)
     }
 }
 

@@ -2,7 +2,7 @@
 //! the phase before and after. Pure: no request, no I/O.
 
 use crate::model::crd::{FORBIDDEN, PHASE_REMOVED, REQUIRED, first_phases};
-use crate::model::machine::MachineData;
+use crate::model::machine::{MachineData, TriggerData};
 
 /// The field every rule is about.
 pub const PHASE_FIELD: &str = "status.phase";
@@ -90,6 +90,20 @@ pub fn check(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> Res
     }
 }
 
+/// Whether `old -> new` is a manual edge of the machine (`manual: true`): only people take it.
+pub fn is_manual(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> bool {
+    let (Some(from), Some(to)) = (
+        old.and_then(|o| index_of(machine, o)),
+        new.and_then(|n| index_of(machine, n)),
+    ) else {
+        return false;
+    };
+    machine
+        .edges
+        .iter()
+        .any(|e| e.from == from && e.to == to && matches!(e.trigger, TriggerData::Manual))
+}
+
 /// The message of a move that is not an edge, word for word the CEL rule's.
 pub fn no_such_transition(machine: &MachineData, from: &str, to: &str) -> String {
     format!(
@@ -134,6 +148,14 @@ mod tests {
             err.message,
             "cannot move from Pending to Done: the Job state machine has no such transition"
         );
+    }
+
+    #[test]
+    fn a_manual_edge_is_a_legal_move_and_known_as_manual() {
+        assert_eq!(reason(Some("Failed"), Some("Pending")), None);
+        assert!(is_manual(&MACHINE, Some("Failed"), Some("Pending")));
+        assert!(!is_manual(&MACHINE, Some("Pending"), Some("Failed")));
+        assert!(!is_manual(&MACHINE, None, Some("Pending")));
     }
 
     #[test]

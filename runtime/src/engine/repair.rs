@@ -1,6 +1,7 @@
-//! Drift on the API server: detect it (see [`crate::pure::drift`]), apply the spec's policy, and say
-//! what was found and done (a Warning Event `PhaseDrift`, or a Normal `PhaseMigrated` for a
-//! retired phase; `kube_fsm_drift_total`).
+//! Drift on the API server: detect it (see [`crate::pure::drift`]), apply the spec's policy,
+//! and say what was found and done (a Warning Event `PhaseDrift`, or a Normal `PhaseMigrated`
+//! for a retired phase; `kube_fsm_drift_total`). A person's move along a manual edge is no
+//! drift: it is announced (`ManualTransition`, naming who wrote the phase) and followed.
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -13,7 +14,8 @@ use crate::engine::{Attempt, Engine, Reconcilable, ReconcileError};
 use crate::model::conditions::truncate;
 use crate::model::machine::Phase;
 use crate::model::status::PhaseValue;
-use crate::pure::drift::{Drift, Remedy};
+use crate::pure::drift::{Drift, Remedy, manual_move};
+use crate::pure::writer::phase_writer;
 
 impl<K, H> Engine<K, H>
 where
@@ -34,6 +36,10 @@ where
             .flatten();
         let Some(drift) = Drift::detect(last, stored) else {
             if let Some(PhaseValue::Known(phase)) = stored {
+                let left = status.and_then(|s| s.entered_phase.as_ref());
+                if let Some(from) = manual_move(last, left, *phase) {
+                    self.moved_by_hand(api, object, from, *phase).await;
+                }
                 let entered = status.and_then(|s| s.entered_at());
                 self.memory.with(object, |e| {
                     e.accepted = Some((*phase, entered));
@@ -95,6 +101,32 @@ where
         }
         self.report_drift(object, &drift, remedy, insists).await;
         Ok(stop)
+    }
+
+    /// Says that a person moved the object along a manual edge (a Normal `ManualTransition`
+    /// Event naming the field manager that wrote the phase, read from the object's
+    /// managedFields, which the cache does not keep) and counts the transition. The phase's
+    /// clock starts with the step that follows.
+    async fn moved_by_hand(&self, api: &Api<K>, object: &K, from: K::Phase, to: K::Phase) {
+        let read = api.get(&object.name_any()).await;
+        let writer = match &read {
+            Ok(fresh) => phase_writer(fresh.meta()).map(str::to_owned),
+            Err(err) => {
+                tracing::debug!(object = %object.name_any(), %err, "could not read who moved the phase");
+                None
+            }
+        };
+        let by = writer.map_or_else(|| "someone".to_owned(), |w| format!("field manager {w}"));
+        let note = format!(
+            "{from} → {to} by {by}: a manual transition of the spec, which only people take; \
+             {to} starts now"
+        );
+        tracing::info!(object = %object.name_any(), state.from = from.name(), state.to = to.name(), %by, "manual transition");
+        self.metrics
+            .transition(Some(&PhaseValue::Known(from)), to.name(), None);
+        let action = format!("{from}To{to}");
+        self.event(object, EventType::Normal, "ManualTransition", action, note)
+            .await;
     }
 
     /// Leaves an object with an undeclared phase as it is, says so once per distinct value,

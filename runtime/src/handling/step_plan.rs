@@ -203,14 +203,15 @@ where
     })
 }
 
-/// Whether `from -> to` is allowed for a write over the stored phase `stored`.
+/// Whether the engine may write `to` over the stored phase `stored`: staying, or an edge it
+/// takes (never a manual one: only people take those).
 pub fn legal_over<P: Phase>(stored: Option<&PhaseValue<P>>, to: P) -> bool {
     match stored {
-        Some(PhaseValue::Known(from)) => *from == to || from.can_transition_to(to),
+        Some(PhaseValue::Known(from)) => *from == to || from.engine_takes(to),
         // A new object (or drift) may take the initial phase or one of its direct successors.
         _ => {
             let initial = P::initial();
-            initial == to || initial.can_transition_to(to)
+            initial == to || initial.engine_takes(to)
         }
     }
 }

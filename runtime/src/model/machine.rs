@@ -117,6 +117,8 @@ pub struct EdgeData {
 #[derive(Debug)]
 pub enum TriggerData {
     /// Only the phase handler, explicitly.
+    Handler,
+    /// Only people (`manual: true`): the engine never takes it, handlers cannot return it.
     Manual,
     /// The handler firing this event (index into [`MachineData::events`]).
     Event(usize),
@@ -141,8 +143,20 @@ pub trait Phase: Copy + Eq + Ord + Hash + Debug + Display + Send + Sync + Unpin 
     fn index(self) -> usize;
     /// The phase at `index`, if any.
     fn from_index(index: usize) -> Option<Self>;
-    /// Whether the spec declares the edge `self -> to` (a constant bit-matrix lookup).
+    /// Whether the spec declares the edge `self -> to` (a constant bit-matrix lookup), manual
+    /// edges included.
     fn can_transition_to(self, to: Self) -> bool;
+    /// Whether `self -> to` is a manual edge (`manual: true`): only people take it.
+    fn is_manual_edge(self, to: Self) -> bool {
+        Self::MACHINE.edges.iter().any(|e| {
+            e.from == self.index() && e.to == to.index() && matches!(e.trigger, TriggerData::Manual)
+        })
+    }
+    /// Whether the engine may take `self -> to`: a declared edge that is not manual (an edge
+    /// is never both).
+    fn engine_takes(self, to: Self) -> bool {
+        self.can_transition_to(to) && !self.is_manual_edge(to)
+    }
     /// The initial phase.
     fn initial() -> Self {
         Self::from_index(Self::MACHINE.initial)

@@ -130,7 +130,7 @@ pub fn choose<P: Phase>(
         Choice::Stay => first_rule(phase, conditions).map(|to| (to, PHASE_CHANGED)),
     };
     match proposed {
-        Some((to, _)) if !phase.can_transition_to(to) => Err(IllegalTransition {
+        Some((to, _)) if !phase.engine_takes(to) => Err(IllegalTransition {
             from: phase.name(),
             to: to.name(),
         }),

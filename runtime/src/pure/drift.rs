@@ -145,6 +145,25 @@ impl<P: Phase> Drift<P> {
     }
 }
 
+/// The phase `phase` was moved from by a person along a manual edge, if it was: the phase its
+/// recorded entry time belongs to (`entered`, when another writer left it behind), else the
+/// last one this controller accepted. The engine never takes a manual edge, so such a move
+/// is a person's, and legal (no drift).
+pub fn manual_move<P: Phase>(
+    last: Option<P>,
+    entered: Option<&PhaseValue<P>>,
+    phase: P,
+) -> Option<P> {
+    if last == Some(phase) {
+        return None;
+    }
+    let from = match entered {
+        Some(PhaseValue::Known(entered)) if *entered != phase => Some(*entered),
+        _ => last,
+    }?;
+    from.is_manual_edge(phase).then_some(from)
+}
+
 /// The declared phase a retired name moves to, if the spec retires `name`.
 pub fn retired_successor<P: Phase>(name: &str) -> Option<P> {
     P::MACHINE
@@ -169,10 +188,30 @@ impl<P> Remedy<P> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Drift, Remedy};
+    use super::{Drift, Remedy, manual_move};
     use crate::model::machine::DriftPolicy;
     use crate::model::status::PhaseValue;
     use crate::test_machines::DatabasePhase;
+
+    #[test]
+    fn a_move_along_a_manual_edge_is_a_persons_and_no_drift() {
+        use DatabasePhase::{Failed, Pending, Running};
+        let known = |p| Some(PhaseValue::Known(p));
+        assert_eq!(Drift::detect(Some(Failed), known(Pending).as_ref()), None);
+        // From the controller's memory, or from the entry time's phase after a restart.
+        assert_eq!(manual_move(Some(Failed), None, Pending), Some(Failed));
+        assert_eq!(
+            manual_move(None, known(Failed).as_ref(), Pending),
+            Some(Failed)
+        );
+        // Seen already, or along an edge the engine takes: not a manual move.
+        assert_eq!(
+            manual_move(Some(Pending), known(Failed).as_ref(), Pending),
+            None
+        );
+        assert_eq!(manual_move(Some(Running), None, Failed), None);
+        assert_eq!(manual_move(None, known(Pending).as_ref(), Pending), None);
+    }
 
     #[test]
     fn drift_is_a_phase_that_does_not_follow_the_last_one_accepted() {

@@ -1,6 +1,6 @@
 //! The pure decisions: what the next move is, drift, resourceVersion order, merge patches,
-//! backoff, label selectors, what a cache keeps. No client, no I/O, no clock but the one
-//! passed in; imports only the model.
+//! backoff, label selectors, what a cache keeps, who wrote the phase. No client, no I/O, no
+//! clock but the one passed in; imports only the model.
 
 pub(crate) mod backoff;
 pub(crate) mod decide;
@@ -10,3 +10,4 @@ pub(crate) mod refusal;
 pub(crate) mod selection;
 pub(crate) mod slim;
 pub(crate) mod version;
+pub(crate) mod writer;

@@ -11,6 +11,7 @@ mod events;
 mod faults;
 mod handler_context;
 mod leader;
+mod manual;
 mod outage;
 mod overload;
 mod rbac;

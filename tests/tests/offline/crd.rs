@@ -115,7 +115,7 @@ where
 
 #[test]
 fn every_legal_pair_passes_and_every_illegal_pair_is_refused() {
-    assert_eq!(every_pair(database), (5 + 7, 25 - 12));
+    assert_eq!(every_pair(database), (5 + 8, 25 - 13));
     assert_eq!(every_pair(pipeline), (4 + 4, 16 - 8));
     assert_eq!(every_pair(store), (4 + 3, 16 - 7));
 }

@@ -24,7 +24,10 @@ fn phase_enum_items() {
     );
     assert!(Failed.is_terminal() && !Pending.is_terminal());
     assert_eq!(Provisioning.successors(), &[Running, Failed]);
-    assert_eq!(Failed.successors(), &[] as &[DatabasePhase]);
+    // Failed stays terminal for the engine; people may retry it (a manual edge).
+    assert_eq!(Failed.successors(), &[Pending]);
+    assert!(kube_fsm::Phase::is_manual_edge(Failed, Pending));
+    assert!(!kube_fsm::Phase::engine_takes(Failed, Pending));
     assert_eq!(Pending.fire(DatabaseEvent::Accept), Some(Provisioning));
     assert_eq!(Pending.fire(DatabaseEvent::Fail), None);
     assert_eq!(Degraded.fire(DatabaseEvent::Fail), Some(Failed));
@@ -41,6 +44,7 @@ fn can_transition_to_matches_the_spec_exactly() {
         ("Provisioning", "Failed"),
         ("Running", "Failed"),
         ("Degraded", "Failed"),
+        ("Failed", "Pending"),
     ];
     for from in DatabasePhase::ALL {
         for to in DatabasePhase::ALL {
@@ -121,7 +125,8 @@ fn machine_data_describes_the_spec() {
         (timeout.after_ms, m.phases[timeout.to].name, timeout.reason),
         (600_000, "Failed", "ProvisioningTimedOut")
     );
-    assert_eq!(m.edges.len(), 7);
+    assert_eq!(m.edges.len(), 8);
+    assert!(matches!(m.edges[7].trigger, TriggerData::Manual));
     let TriggerData::When(reqs) = &m.edges[3].trigger else {
         panic!("edge 3 is a rule")
     };
@@ -146,7 +151,7 @@ fn machine_data_describes_the_spec() {
     assert_eq!(<Database as StateMachine>::machine().kind, "Database");
     assert_eq!(
         m.cel_phase_rule,
-        "self == oldSelf || (oldSelf == 'Pending' && self in ['Provisioning']) || (oldSelf == 'Provisioning' && self in ['Running', 'Failed']) || (oldSelf == 'Running' && self in ['Degraded', 'Failed']) || (oldSelf == 'Degraded' && self in ['Running', 'Failed']) || !(oldSelf in ['Pending', 'Provisioning', 'Running', 'Degraded', 'Failed'])"
+        "self == oldSelf || (oldSelf == 'Pending' && self in ['Provisioning']) || (oldSelf == 'Provisioning' && self in ['Running', 'Failed']) || (oldSelf == 'Running' && self in ['Degraded', 'Failed']) || (oldSelf == 'Degraded' && self in ['Running', 'Failed']) || (oldSelf == 'Failed' && self in ['Pending']) || !(oldSelf in ['Pending', 'Provisioning', 'Running', 'Degraded', 'Failed'])"
     );
     assert_eq!(
         m.cel_first_phase_rule,

@@ -19,7 +19,7 @@ const PHASE_KEYS: &[&str] = &[
 ];
 const TIMEOUT_KEYS: &[&str] = &["after", "to", "reason"];
 const DESCRIBED_KEYS: &[&str] = &["description"];
-const TRANSITION_KEYS: &[&str] = &["from", "to", "on", "when"];
+const TRANSITION_KEYS: &[&str] = &["from", "to", "on", "when", "manual"];
 
 /// Parses a loaded spec file and reads it; `None` when the text is not YAML.
 pub fn read_file(file: &SourceFile, diags: &mut Diagnostics) -> Option<RawSpec> {
@@ -198,6 +198,7 @@ impl Reader<'_> {
         let entries = self.fields(node, TRANSITION_KEYS, "a transition")?;
         let loc = Loc::File(self.flow_extent(node.pos));
         let (mut from, mut to, mut on, mut when) = (Vec::new(), None, None, Vec::new());
+        let mut manual = None;
         let (mut saw_from, mut saw_to) = (false, false);
         for (key, value) in entries {
             match key.text.as_str() {
@@ -210,6 +211,7 @@ impl Reader<'_> {
                     to = self.string(value, "`to`");
                 }
                 "on" => on = self.string(value, "`on`"),
+                "manual" => manual = self.flag(value, "`manual`").then_some(key.loc),
                 "when" => {
                     for text in self.names(value, "`when`") {
                         when.extend(self.requirements(&text));
@@ -238,6 +240,7 @@ impl Reader<'_> {
             to: to?,
             on,
             when,
+            manual,
         })
     }
 

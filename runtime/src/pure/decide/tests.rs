@@ -61,7 +61,7 @@ fn get(assignment: &[(&str, Option<bool>)], t: &str) -> Option<bool> {
 }
 
 #[test]
-fn explicit_choices_are_legal_exactly_on_declared_edges() {
+fn explicit_choices_are_legal_exactly_on_declared_edges_the_engine_takes() {
     fn check<P: Phase>(all: &[P]) {
         for &from in all {
             for &to in all {
@@ -73,7 +73,8 @@ fn explicit_choices_are_legal_exactly_on_declared_edges() {
                     },
                     &[],
                 );
-                if from.can_transition_to(to) {
+                // A manual edge (Database's Failed -> Pending) is only people's to take.
+                if from.can_transition_to(to) && !from.is_manual_edge(to) {
                     assert_eq!(
                         result,
                         Ok(Some((to, decide::PHASE_CHANGED))),
@@ -88,6 +89,8 @@ fn explicit_choices_are_legal_exactly_on_declared_edges() {
     }
     check(&DatabasePhase::ALL);
     check(&PipelinePhase::ALL);
+    assert!(DatabasePhase::Failed.is_manual_edge(DatabasePhase::Pending));
+    assert!(!DatabasePhase::Failed.engine_takes(DatabasePhase::Pending));
     check(&RetrierPhase::ALL);
     let fired = decide::choose(
         DatabasePhase::Pending,

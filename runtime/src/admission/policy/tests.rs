@@ -1,0 +1,191 @@
+use super::*;
+
+/// The tests' policy: its operator is named by field manager only (trusted, as on a
+/// development cluster), so one user can play both parts.
+fn policy() -> Policy {
+    serde_json::from_value(serde_json::json!({
+        "operator": { "fieldManagers": ["kube-fsm"], "trustFieldManagers": true },
+        "platform": [{ "onlyOperatorEnters": ["Failed"] }],
+        "tiers": [{
+            "name": "restricted",
+            "namespaceSelector": { "matchLabels": { "tier": "restricted" } },
+            "rules": ["onlyOperatorMovesPhase"],
+        }],
+    }))
+    .unwrap()
+}
+
+const OPERATOR: Requester<'static> = Requester {
+    user: "admin",
+    field_manager: "kube-fsm",
+    groups: &[],
+};
+const HUMAN: Requester<'static> = Requester {
+    user: "alice",
+    field_manager: "kubectl-edit",
+    groups: &[],
+};
+
+#[test]
+fn the_platform_reserves_a_phase_for_the_operator() {
+    let policy = policy();
+    let err = policy
+        .evaluate(None, HUMAN, Some("Running"), Some("Failed"), false)
+        .unwrap_err();
+    assert_eq!(
+        err.message,
+        "on this platform, only the operator (field manager kube-fsm) may move an object to \
+         Failed; user alice (field manager kubectl-edit) may not"
+    );
+    assert!(
+        policy
+            .evaluate(None, OPERATOR, Some("Running"), Some("Failed"), false)
+            .is_ok()
+    );
+    assert!(
+        policy
+            .evaluate(None, HUMAN, Some("Pending"), Some("Running"), false)
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_restricted_tier_leaves_the_phase_to_the_operator() {
+    let policy = policy();
+    let tier = policy.tier("restricted");
+    assert!(
+        policy
+            .evaluate(tier, HUMAN, Some("Pending"), Some("Running"), false)
+            .is_err()
+    );
+    assert!(
+        policy
+            .evaluate(tier, HUMAN, None, Some("Pending"), false)
+            .is_err()
+    );
+    assert!(
+        policy
+            .evaluate(tier, HUMAN, Some("Pending"), Some("Pending"), false)
+            .is_ok()
+    );
+    assert!(
+        policy
+            .evaluate(tier, OPERATOR, Some("Pending"), Some("Running"), false)
+            .is_ok()
+    );
+}
+
+#[test]
+fn every_list_given_must_match_the_operator() {
+    let operator = OperatorIdentity {
+        users: vec!["system:serviceaccount:db:operator".into()],
+        field_managers: vec!["kube-fsm".into()],
+        trust_field_managers: false,
+    };
+    assert!(!operator.is(OPERATOR), "right field manager, wrong user");
+    assert!(operator.is(Requester {
+        user: "system:serviceaccount:db:operator",
+        field_manager: "kube-fsm",
+        groups: &[],
+    }));
+    assert!(!OperatorIdentity::default().is(OPERATOR));
+}
+
+#[test]
+fn policies_are_checked_against_the_machine() {
+    let machine = &crate::admission::tests_support::MACHINE;
+    assert_eq!(policy().check(machine), Ok(()));
+    let mut unknown = policy();
+    unknown.platform = vec![Rule::OnlyOperatorEnters(vec!["Paused".into()])];
+    assert!(matches!(
+        unknown.check(machine),
+        Err(PolicyError::UnknownPhase { .. })
+    ));
+    let mut anonymous = policy();
+    anonymous.operator = OperatorIdentity::default();
+    assert_eq!(anonymous.check(machine), Err(PolicyError::NoOperator));
+    // A field manager is anyone's to claim: not an identity, unless trusted on purpose.
+    let mut claimed = policy();
+    claimed.operator.trust_field_managers = false;
+    let refused = claimed.check(machine).unwrap_err();
+    assert!(refused.to_string().contains("operator.users"), "{refused}");
+    claimed.operator.users = vec!["system:serviceaccount:db:operator".into()];
+    assert_eq!(claimed.check(machine), Ok(()));
+    let mut twice = policy();
+    twice.tiers.push(twice.tiers[0].clone());
+    assert!(matches!(
+        twice.check(machine),
+        Err(PolicyError::TierName(_))
+    ));
+    assert_eq!(Policy::default().check(machine), Ok(()));
+}
+
+/// A policy whose platform lets group `sre` take manual transitions (the tests' machine has
+/// `Failed -> Pending` manual).
+fn sre_only() -> Policy {
+    let mut policy = policy();
+    policy.platform = vec![Rule::ManualBy(People {
+        users: vec!["bob".into()],
+        groups: vec!["sre".into()],
+    })];
+    policy
+}
+
+#[test]
+fn manual_transitions_are_taken_by_the_people_named_and_never_by_the_operator() {
+    let policy = sre_only();
+    let sre = ["sre".to_owned()];
+    let on_call = Requester {
+        user: "carol",
+        field_manager: "kubectl-fsm",
+        groups: &sre,
+    };
+    let bob = Requester {
+        user: "bob",
+        ..HUMAN
+    };
+    let retry = |who| policy.evaluate(None, who, Some("Failed"), Some("Pending"), true);
+    assert_eq!(retry(on_call), Ok(()), "a member of the group");
+    assert_eq!(retry(bob), Ok(()), "a user named");
+    assert_eq!(
+        retry(HUMAN).unwrap_err().message,
+        "on this platform, only user bob, group sre may take the manual transition Failed -> \
+         Pending; user alice (field manager kubectl-edit) may not"
+    );
+    assert_eq!(
+        retry(OPERATOR).unwrap_err().message,
+        "Failed -> Pending is a manual transition: only people take it, and user admin (field \
+         manager kube-fsm) is the operator"
+    );
+    // Without a `manualBy` rule anyone but the operator may; other moves are not its business.
+    assert_eq!(
+        Policy::default().evaluate(None, HUMAN, Some("Failed"), Some("Pending"), true),
+        Ok(())
+    );
+    assert_eq!(
+        policy.evaluate(None, HUMAN, Some("Pending"), Some("Running"), false),
+        Ok(())
+    );
+    let mut nobody = sre_only();
+    nobody.platform = vec![Rule::ManualBy(People::default())];
+    assert_eq!(
+        nobody.check(&crate::admission::tests_support::MACHINE),
+        Err(PolicyError::NobodyNamed)
+    );
+}
+
+#[test]
+fn a_manual_by_rule_reads_from_yaml() {
+    let policy: Policy = serde_json::from_value(serde_json::json!({
+        "operator": { "users": ["system:serviceaccount:db:operator"] },
+        "platform": [{ "manualBy": { "groups": ["sre"] } }],
+    }))
+    .unwrap();
+    assert_eq!(
+        policy.platform,
+        [Rule::ManualBy(People {
+            users: vec![],
+            groups: vec!["sre".into()]
+        })]
+    );
+}
