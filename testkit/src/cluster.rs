@@ -75,6 +75,7 @@ pub async fn install_crds(client: &Client) {
             kube_fsm::crd::<crate::resources::Database>(),
             kube_fsm::crd::<crate::resources::Pipeline>(),
             kube_fsm::crd::<crate::resources::Timer>(),
+            kube_fsm::crd::<crate::resources::Sleeper>(),
             loose_status_crd(kube_fsm::crd::<crate::resources::Relay>()),
             older_spec_crd(kube_fsm::crd::<crate::resources::Guarded>()),
         ] {

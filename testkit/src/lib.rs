@@ -189,6 +189,31 @@ pub mod resources {
         pub machine: MachineStatus<TimerPhase>,
     }
 
+    /// A machine that waits for a `Finish` (or times out after 3 s), with a finalizer: for
+    /// pausing, reconcile-now and deletion while paused.
+    #[state_machine(
+        phases(Waiting(initial, timeout = "3s" -> Expired), Done(terminal), Expired(terminal)),
+        transitions(Waiting -> Done on Finish, Waiting -> Expired),
+        finalizer = "fsm.example.com/cleanup",
+    )]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Sleeper",
+        namespaced,
+        status = "SleeperStatus"
+    )]
+    pub struct SleeperSpec {}
+
+    /// Status of [`Sleeper`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct SleeperStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<SleeperPhase>,
+    }
+
     /// A chain of automatic steps under `drift: revert`, for two replicas forced to overlap.
     #[state_machine(
         phases(First(initial), Second, Third, Fourth(terminal)),

@@ -125,6 +125,27 @@ pub fn condition_type(cx: &Ctxt, name: &Name) -> bool {
     false
 }
 
+/// The condition types the engine itself keeps on every object, and what each says.
+pub const ENGINE_CONDITIONS: [(&str, &str); 1] = [(
+    "Paused",
+    "it marks an object paused by the `kube-fsm.dev/paused` annotation",
+)];
+
+/// A condition type is not one the engine keeps itself.
+pub fn not_engine_condition(cx: &Ctxt, name: &Name) -> bool {
+    let Some((_, what)) = ENGINE_CONDITIONS.iter().find(|(t, _)| *t == name.text) else {
+        return true;
+    };
+    cx.error(
+        Diagnostic::new(
+            name.loc,
+            format!("condition `{}` is kube-fsm's own: {what}", name.text),
+        )
+        .help("rename the condition (the engine writes this type on every object)"),
+    );
+    false
+}
+
 /// Two conditions do not become the same Rust variant; `other` is the condition that did.
 pub fn distinct_variant(cx: &Ctxt, name: &Name, variant: &str, other: Option<&str>) -> bool {
     let Some(other) = other else {

@@ -128,6 +128,9 @@ impl<'a> Resolver<'a, '_> {
             let name = &raw.name;
             let first = declared.get(name.text.as_str()).copied();
             let variant = names::condition_variant(&name.text);
+            // An engine condition is refused but still declared: rules naming it say nothing
+            // more.
+            check::not_engine_condition(cx, name);
             let accepted = check::condition_type(cx, name)
                 && check::declared_once(cx, "condition", name, first, "remove one")
                 && check::distinct_variant(

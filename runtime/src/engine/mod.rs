@@ -21,6 +21,7 @@ mod config;
 mod error;
 mod finalizer;
 pub(crate) mod memory;
+mod paused;
 mod repair;
 mod report;
 mod shard_gate;
@@ -40,6 +41,7 @@ use crate::model::status::PhaseValue;
 use crate::observe::metrics::{MachineMetrics, ReconcileResult};
 use crate::pure::backoff::Failure;
 use crate::pure::decide::IllegalTransition;
+use crate::pure::pause;
 use crate::watch::health::Health;
 use crate::watch::scope::Scoped;
 
@@ -221,6 +223,18 @@ where
         }
         let _worker = self.metrics.worker();
         let started = Instant::now();
+        if pause::reconcile_requested(object.meta()).is_some_and(|requested| {
+            object
+                .machine_status()
+                .and_then(|s| s.last_handled_reconcile_at.as_deref())
+                != Some(requested)
+        }) {
+            // Someone asked for a reconcile now: the object's backoff starts over.
+            self.memory.with(object, |e| {
+                e.failures = 0;
+                e.veto = None;
+            });
+        }
         let phase = object.machine_status().and_then(|s| s.phase.clone());
         let result = self
             .reconcile_inner(object.as_ref().clone())
@@ -414,6 +428,9 @@ where
             // Going away (held by someone else's finalizer): no more transitions.
             return Ok(Attempt::Done(None));
         }
+        if let Some(reason) = pause::requested(object.meta()) {
+            return self.paused(api, &object, reason).await;
+        }
         self.settle(&object).await?;
         self.pay_owed_hook(&object).await?;
         if let Some(stop) = self.drift(api, &object).await? {
@@ -457,6 +474,7 @@ where
         if let Some(stop) = written.into() {
             return Ok(stop);
         }
+        self.resumed(object).await;
         if let Some(PhaseValue::Known(phase)) = &plan.machine().phase {
             self.memory
                 .with(object, |e| e.accepted = Some((*phase, entered)));

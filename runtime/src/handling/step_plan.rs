@@ -17,7 +17,7 @@ use crate::model::next::Verdict;
 use crate::model::state_machine::StateMachine;
 use crate::model::status::{MachineStatus, PhaseValue};
 use crate::pure::decide::{self, IllegalTransition, Position, Transition, UNKNOWN_PHASE_RESET};
-use crate::pure::merge_patch;
+use crate::pure::{merge_patch, pause};
 
 /// What a step decided.
 pub struct Plan<K: StateMachine> {
@@ -133,13 +133,13 @@ where
     K: Dispatch<H> + Resource<DynamicType = ()>,
 {
     let stored = object.machine_status();
-    let position = Position::of(stored);
+    let position = Position::of(stored, now);
     let generation = object.meta().generation;
     let phase = position.phase;
 
     let mut vetoed = Vec::new();
     let mut proposal = None;
-    if let Some(due) = decide::timeout_due(phase, position.entered_at, now) {
+    if let Some(due) = decide::timeout_due(phase, position.clock(), now) {
         proposal = ask(handler, object, phase, due, true, &mut vetoed).await?;
     }
     let mut step = Step::<K>::new(object, now, context.clone());
@@ -159,10 +159,11 @@ where
     let machine = K::machine_in_mut(&mut status);
     let conditions = std::mem::take(&mut machine.conditions);
     *machine = decide::next_status(stored, &position, to, conditions, generation, now);
-    let entered = machine
-        .last_phase_transition_time
-        .as_ref()
-        .map_or(now, |t| t.0);
+    if let Some(requested) = pause::reconcile_requested(object.meta()) {
+        machine.last_handled_reconcile_at = Some(requested.to_owned());
+    }
+    // The phase's clock, for the requeue: entered, later by the time paused in it.
+    let entered = Position::of(Some(&*machine), now).clock().unwrap_or(now);
     let before = match object.status_of() {
         Some(stored) => serde_json::to_value(stored)?,
         None => Value::Object(serde_json::Map::new()),

@@ -38,6 +38,13 @@ pub struct MachineStatus<P> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub entered_phase: Option<PhaseValue<P>>,
+    /// Seconds the object spent paused (`kube-fsm.dev/paused`) in its current phase: its
+    /// timeout is due that much later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_seconds: Option<i64>,
+    /// The last `kube-fsm.dev/reconcile-requested-at` value the controller handled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
 }
 
 impl<P> Default for MachineStatus<P> {
@@ -48,6 +55,8 @@ impl<P> Default for MachineStatus<P> {
             observed_generation: None,
             last_phase_transition_time: None,
             entered_phase: None,
+            paused_seconds: None,
+            last_handled_reconcile_at: None,
         }
     }
 }

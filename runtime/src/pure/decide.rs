@@ -12,6 +12,7 @@ use crate::model::conditions::{status_of, truncate};
 use crate::model::machine::{Phase, TriggerData};
 use crate::model::next::Choice;
 use crate::model::status::{MachineStatus, PhaseValue};
+use crate::pure::pause;
 
 /// The reason recorded for a transition no event or timeout names.
 pub const PHASE_CHANGED: &str = "PhaseChanged";
@@ -27,12 +28,15 @@ pub struct Position<P> {
     pub stored: Option<PhaseValue<P>>,
     /// When the object entered `phase`, if recorded.
     pub entered_at: Option<Timestamp>,
+    /// How long it has been paused in `phase` (a pause ending now included): time that does
+    /// not count toward the phase's timeout.
+    pub paused: Duration,
 }
 
 impl<P: Phase> Position<P> {
-    /// Reads the position from a status. A new object starts in the initial phase; a stored
-    /// phase the spec does not declare also restarts there (and is reported as drift).
-    pub fn of(status: Option<&MachineStatus<P>>) -> Self {
+    /// Reads the position from a status at `now`. A new object starts in the initial phase; a
+    /// stored phase the spec does not declare also restarts there (and is reported as drift).
+    pub fn of(status: Option<&MachineStatus<P>>, now: Timestamp) -> Self {
         let stored = status.and_then(|s| s.phase.clone());
         let entered_at = status.and_then(MachineStatus::entered_at);
         let initial = P::initial();
@@ -41,13 +45,25 @@ impl<P: Phase> Position<P> {
                 phase: *phase,
                 stored,
                 entered_at,
+                paused: status
+                    .filter(|_| entered_at.is_some())
+                    .map_or(Duration::ZERO, |s| {
+                        pause::paused_for(s.paused_seconds, &s.conditions, now)
+                    }),
             },
             _ => Position {
                 phase: initial,
                 stored,
                 entered_at: None,
+                paused: Duration::ZERO,
             },
         }
+    }
+
+    /// Where the phase's clock starts: its entry time, later by the time spent paused.
+    pub fn clock(&self) -> Option<Timestamp> {
+        self.entered_at
+            .map(|at| at.checked_add(self.paused).unwrap_or(at))
     }
 
     /// Whether the stored phase is a declared one (otherwise this step also writes the phase).
@@ -140,19 +156,22 @@ pub fn choose<P: Phase>(
 
 /// The status after a step. The phase entry time moves only when the phase is (re)entered, or
 /// when the recorded time belongs to another phase (someone else moved the phase: its clock
-/// starts now), so a step that changes nothing produces a status equal to the stored one.
+/// starts now), so a step that changes nothing produces a status equal to the stored one. A
+/// step runs only when the object is not paused: a `Paused` condition still True becomes False,
+/// and the time paused is kept (`pausedSeconds`) while the object stays in its phase.
 pub fn next_status<P: Phase>(
     stored: Option<&MachineStatus<P>>,
     position: &Position<P>,
     to: Option<P>,
-    conditions: Vec<Condition>,
+    mut conditions: Vec<Condition>,
     generation: Option<i64>,
     now: Timestamp,
 ) -> MachineStatus<P> {
-    let entered = match (to, position.is_settled(), position.entered_at) {
-        (None, true, Some(at)) => Time(at),
-        _ => truncate(now),
+    let (entered, paused) = match (to, position.is_settled(), position.entered_at) {
+        (None, true, Some(at)) => (Time(at), position.paused.as_secs()),
+        _ => (truncate(now), 0),
     };
+    pause::resume(&mut conditions, generation, now);
     let phase = to.unwrap_or(position.phase);
     MachineStatus {
         phase: Some(PhaseValue::Known(phase)),
@@ -160,6 +179,8 @@ pub fn next_status<P: Phase>(
         observed_generation: generation.or_else(|| stored.and_then(|s| s.observed_generation)),
         last_phase_transition_time: Some(entered),
         entered_phase: Some(PhaseValue::Known(phase)),
+        paused_seconds: (paused > 0).then(|| i64::try_from(paused).unwrap_or(i64::MAX)),
+        last_handled_reconcile_at: stored.and_then(|s| s.last_handled_reconcile_at.clone()),
     }
 }
 

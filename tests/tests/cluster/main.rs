@@ -14,5 +14,6 @@ mod leader;
 mod manual;
 mod outage;
 mod overload;
+mod pause;
 mod rbac;
 mod sharding;

@@ -157,6 +157,7 @@ prop_compose! {
             observed_generation: Some(1),
             last_phase_transition_time: at.map(|s| Time(Timestamp::from_second(s).unwrap())),
             entered_phase: entered,
+            ..MachineStatus::default()
         })
     }
 }

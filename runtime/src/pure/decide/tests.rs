@@ -222,6 +222,7 @@ fn status<P: Copy>(phase: P, entered: i64, conditions: Vec<Condition>) -> Machin
         observed_generation: Some(1),
         last_phase_transition_time: Some(Time(at(entered))),
         entered_phase: Some(PhaseValue::Known(phase)),
+        ..MachineStatus::default()
     }
 }
 
@@ -238,7 +239,7 @@ fn the_entry_time_belongs_to_the_phase_it_was_stamped_for() {
     // Stamped for Pending at 0; someone else then wrote Provisioning (10 min timeout).
     let mut edited = status(DatabasePhase::Pending, 0, Vec::new());
     edited.phase = Some(PhaseValue::Known(DatabasePhase::Provisioning));
-    let position = Position::of(Some(&edited));
+    let position = Position::of(Some(&edited), at(0));
     assert_eq!(
         position.entered_at, None,
         "Pending's time is not Provisioning's"
@@ -261,7 +262,7 @@ fn the_entry_time_belongs_to_the_phase_it_was_stamped_for() {
     // Written before `enteredPhase` existed: the time is taken as the current phase's.
     let mut legacy = status(DatabasePhase::Provisioning, 0, Vec::new());
     legacy.entered_phase = None;
-    assert_eq!(Position::of(Some(&legacy)).entered_at, Some(at(0)));
+    assert_eq!(Position::of(Some(&legacy), at(0)).entered_at, Some(at(0)));
 }
 
 #[test]
@@ -271,7 +272,7 @@ fn unchanged_steps_write_nothing_and_keep_the_entry_time() {
         10,
         conditions(&[("PodsReady", Some(true))]),
     );
-    let position = Position::of(Some(&stored));
+    let position = Position::of(Some(&stored), at(0));
     assert_eq!(
         (position.phase, position.entered_at),
         (DatabasePhase::Running, Some(at(10)))
@@ -305,7 +306,7 @@ fn unchanged_steps_write_nothing_and_keep_the_entry_time() {
 #[test]
 fn transitions_and_self_loops_restart_the_phase_clock() {
     let stored = status(RetrierPhase::Waiting, 10, Vec::new());
-    let position = Position::of(Some(&stored));
+    let position = Position::of(Some(&stored), at(0));
     let chosen = decide::choose(
         RetrierPhase::Waiting,
         Choice::To {
@@ -341,7 +342,7 @@ fn transitions_and_self_loops_restart_the_phase_clock() {
 
 #[test]
 fn new_and_drifted_objects_start_in_the_initial_phase() {
-    let fresh = Position::<DatabasePhase>::of(None);
+    let fresh = Position::<DatabasePhase>::of(None, at(0));
     assert_eq!(
         (fresh.phase, fresh.stored.clone(), fresh.is_settled()),
         (DatabasePhase::Pending, None, false)
@@ -353,7 +354,7 @@ fn new_and_drifted_objects_start_in_the_initial_phase() {
 
     let mut drifted = status(DatabasePhase::Running, 1, Vec::new());
     drifted.phase = Some(PhaseValue::Unknown("Frobnicating".into()));
-    let position = Position::of(Some(&drifted));
+    let position = Position::of(Some(&drifted), at(0));
     assert_eq!(position.phase, DatabasePhase::Pending);
     assert!(!position.is_settled());
     let next = decide::next_status(Some(&drifted), &position, None, Vec::new(), Some(1), at(7));
@@ -407,4 +408,41 @@ fn requeue_prefers_the_handler_then_the_phase_and_never_misses_a_timeout() {
         decide::requeue(RetrierPhase::Waiting, Some(entered), None, at(290)),
         Some(Duration::from_secs(11))
     );
+}
+
+#[test]
+fn time_paused_in_a_phase_does_not_count_toward_its_timeout() {
+    use crate::pure::pause;
+    // Provisioning (10 min timeout) since 0, paused for 300 s earlier, paused again since 400.
+    let mut stored = status(DatabasePhase::Provisioning, 0, Vec::new());
+    stored.paused_seconds = Some(300);
+    pause::pause(&mut stored.conditions, "why".into(), Some(1), at(400));
+    let position = Position::of(Some(&stored), at(900));
+    assert_eq!(position.paused, Duration::from_secs(800));
+    assert_eq!(position.clock(), Some(at(800)));
+    assert_eq!(
+        decide::timeout_due(DatabasePhase::Provisioning, position.clock(), at(900)),
+        None,
+        "100 s of the phase's 600 counted"
+    );
+    assert!(
+        decide::timeout_due(DatabasePhase::Provisioning, position.clock(), at(1_400)).is_some()
+    );
+    // The step that resumes it keeps the time paused and says it is not paused any more.
+    let conditions = stored.conditions.clone();
+    let next = decide::next_status(Some(&stored), &position, None, conditions, Some(1), at(900));
+    assert_eq!(next.paused_seconds, Some(800));
+    assert_eq!(pause::paused_since(&next.conditions), None);
+    assert_eq!(next.conditions[0].status, "False");
+    assert_eq!(next.last_phase_transition_time, Some(Time(at(0))));
+    // Leaving the phase leaves its paused time behind.
+    let moved = decide::next_status(
+        Some(&stored),
+        &position,
+        Some(DatabasePhase::Running),
+        Vec::new(),
+        Some(1),
+        at(900),
+    );
+    assert_eq!(moved.paused_seconds, None);
 }

@@ -1,0 +1,167 @@
+//! Pausing an object and asking for a reconcile now, by annotation: what the annotations say,
+//! the `Paused` condition the engine keeps, and how long the object has been paused in its
+//! phase (time that does not count toward the phase's timeout).
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::ObjectMeta;
+
+use crate::model::conditions;
+
+/// The annotation that pauses an object: any value but `"false"` (the value is the reason
+/// shown; `"true"` says only that it is paused).
+pub const PAUSED_ANNOTATION: &str = "kube-fsm.dev/paused";
+/// The annotation that asks for a reconcile now (Flux's convention): any new value.
+pub const RECONCILE_ANNOTATION: &str = "kube-fsm.dev/reconcile-requested-at";
+/// The condition type the engine keeps while an object is paused (and `False` after).
+pub const PAUSED: &str = "Paused";
+/// The `Paused` condition's reason while paused.
+pub const PAUSED_REASON: &str = "PausedByAnnotation";
+/// The `Paused` condition's reason once resumed.
+pub const RESUMED_REASON: &str = "Resumed";
+
+fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+/// Why the object is paused, if its annotation says it is.
+pub fn requested(meta: &ObjectMeta) -> Option<String> {
+    match annotation(meta, PAUSED_ANNOTATION)?.trim() {
+        "false" | "" => None,
+        "true" => Some(format!("paused by the {PAUSED_ANNOTATION} annotation")),
+        reason => Some(format!(
+            "paused by the {PAUSED_ANNOTATION} annotation: {reason}"
+        )),
+    }
+}
+
+/// The value of the reconcile-now annotation, if any.
+pub fn reconcile_requested(meta: &ObjectMeta) -> Option<&str> {
+    annotation(meta, RECONCILE_ANNOTATION)
+}
+
+/// Since when the stored conditions say the object is paused.
+pub fn paused_since(conditions: &[Condition]) -> Option<Timestamp> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == PAUSED && c.status == "True")
+        .map(|c| c.last_transition_time.0)
+}
+
+/// How long the object has been paused in its phase at `now`: the time recorded
+/// (`pausedSeconds`) plus a pause that is ending now.
+pub fn paused_for(
+    recorded_seconds: Option<i64>,
+    conditions: &[Condition],
+    now: Timestamp,
+) -> Duration {
+    let recorded = Duration::from_secs(recorded_seconds.unwrap_or(0).max(0).unsigned_abs());
+    let ongoing = paused_since(conditions).map_or(Duration::ZERO, |since| {
+        now.duration_since(since).try_into().unwrap_or_default()
+    });
+    recorded + ongoing
+}
+
+/// Marks `conditions` paused (`Paused` True with `message`); whether anything changed.
+pub fn pause(
+    conditions: &mut Vec<Condition>,
+    message: String,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> bool {
+    conditions::set(
+        conditions,
+        PAUSED,
+        "True",
+        PAUSED_REASON,
+        message,
+        generation,
+        now,
+    )
+    .unwrap_or(false)
+}
+
+/// Marks `conditions` resumed (`Paused` False), if they say paused; whether they did.
+pub fn resume(conditions: &mut Vec<Condition>, generation: Option<i64>, now: Timestamp) -> bool {
+    if paused_since(conditions).is_none() {
+        return false;
+    }
+    conditions::set(
+        conditions,
+        PAUSED,
+        "False",
+        RESUMED_REASON,
+        String::new(),
+        generation,
+        now,
+    )
+    .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::jiff::SignedDuration;
+
+    use super::*;
+
+    fn meta(annotations: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            annotations: Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn the_annotation_pauses_with_its_reason_and_false_does_not() {
+        assert_eq!(
+            requested(&meta(&[(PAUSED_ANNOTATION, "true")])).as_deref(),
+            Some("paused by the kube-fsm.dev/paused annotation")
+        );
+        assert_eq!(
+            requested(&meta(&[(PAUSED_ANNOTATION, "INC-1234: disk full")])).as_deref(),
+            Some("paused by the kube-fsm.dev/paused annotation: INC-1234: disk full")
+        );
+        assert_eq!(requested(&meta(&[(PAUSED_ANNOTATION, "false")])), None);
+        assert_eq!(requested(&ObjectMeta::default()), None);
+        assert_eq!(
+            reconcile_requested(&meta(&[(RECONCILE_ANNOTATION, "2026-12-02T10:00:00Z")])),
+            Some("2026-12-02T10:00:00Z")
+        );
+    }
+
+    #[test]
+    fn paused_time_is_the_recorded_time_plus_a_pause_ending_now() {
+        let start: Timestamp = "2026-12-02T10:00:00Z".parse().unwrap();
+        let mut conditions = Vec::new();
+        assert!(pause(&mut conditions, "why".into(), Some(1), start));
+        assert!(
+            !pause(&mut conditions, "why".into(), Some(1), start),
+            "unchanged"
+        );
+        let now = start + SignedDuration::from_secs(90);
+        assert_eq!(
+            paused_for(Some(30), &conditions, now),
+            Duration::from_secs(120)
+        );
+        assert!(resume(&mut conditions, Some(1), now));
+        assert_eq!(conditions[0].status, "False");
+        assert_eq!(
+            paused_for(Some(120), &conditions, now),
+            Duration::from_secs(120)
+        );
+        assert!(
+            !resume(&mut conditions, Some(1), now),
+            "not paused any more"
+        );
+        assert_eq!(paused_for(None, &[], now), Duration::ZERO);
+    }
+}
