@@ -11,11 +11,19 @@ pub struct Machine {
     pub edges: Vec<Edge>,
     pub initial: usize,
     pub finalizer: Option<String>,
-    /// Index of the condition shown as the Ready column, if any.
-    pub ready: Option<usize>,
+    /// What makes an object Ready (`ready:`): the engine then keeps the `Ready` condition.
+    pub ready: Option<Ready>,
     pub drift: Drift,
     /// Phase names of older specs and the declared phase each moves to, in spec order.
     pub retired: Vec<Retired>,
+}
+
+/// `ready:`: an object is Ready in one of `phases` (any non-terminal phase when empty) while
+/// every one of `conditions` is True.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ready {
+    pub phases: Vec<usize>,
+    pub conditions: Vec<usize>,
 }
 
 /// A phase name an older spec had: objects stored in it move to the declared phase `to`.

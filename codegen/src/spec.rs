@@ -76,8 +76,9 @@ pub struct RawSpec {
     pub events: Option<Vec<RawEvent>>,
     pub transitions: Vec<RawTransition>,
     pub finalizer: Option<Text>,
-    /// The condition shown as the CRD's Ready column (default: a condition named `Ready`).
-    pub ready: Option<Name>,
+    /// What makes the object Ready: phases and/or conditions (`ready: Cond` names one
+    /// condition). Without it, a condition named `Ready` (the handler's) is the Ready column.
+    pub ready: Option<RawReady>,
     /// What the controller does when it finds a phase it did not write: `adopt` or `revert`.
     pub drift: Option<Text>,
     /// Phase names of older specs and the declared phase each moves to, in spec order.
@@ -111,6 +112,15 @@ impl RawSpec {
 pub struct RawRetired {
     pub name: Name,
     pub to: Name,
+}
+
+/// `ready: { phases: [..], conditions: [..] }`, or `ready: Cond` (one condition).
+#[derive(Debug)]
+pub struct RawReady {
+    /// Where `ready` is written.
+    pub loc: Loc,
+    pub phases: Vec<Name>,
+    pub conditions: Vec<Name>,
 }
 
 #[derive(Debug)]

@@ -81,8 +81,8 @@ pub mod machine {
     #[cfg(feature = "cel")]
     pub use crate::model::crd::{CrdError, validate_update};
     pub use crate::model::machine::{
-        ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, PhaseData, Requirement,
-        RetiredData, TimeoutData, TriggerData, UnknownPhase,
+        ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, PhaseData, ReadyData,
+        Requirement, RetiredData, TimeoutData, TriggerData, UnknownPhase,
     };
     pub use crate::model::next::Choice;
     pub use crate::model::status::PhaseValue;
@@ -141,7 +141,7 @@ pub mod __private {
     pub use crate::model::machine::UnknownPhase;
     pub use crate::model::machine::{
         ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, Phase, PhaseData,
-        Requirement, RetiredData, TimeoutData, TriggerData,
+        ReadyData, Requirement, RetiredData, TimeoutData, TriggerData,
     };
     pub use crate::model::next::{Choice, Cleanup, Next, Verdict};
     pub use crate::model::state_machine::StateMachine;

@@ -38,7 +38,7 @@ pub static MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
         Failed -> Pending manual,
     ),
     finalizer = "example.com/cleanup",
-    ready = ServiceAvailable,
+    ready(phases(Running), conditions(ServiceAvailable)),
 )]
 #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -318,3 +318,30 @@ pub fn example_databases() -> kube::api::ApiResource {
         plural: "databases".into(),
     }
 }
+
+/// Runs the test cluster's kubectl (`KUBE_FSM_KUBECTL`, the 1.20 client `scripts/envtest`
+/// unpacks) with `args` against `KUBECONFIG`: its exit status and its output (stdout then
+/// stderr). `None`, after a loud message, when there is none and the run does not require a
+/// cluster.
+///
+/// # Panics
+/// When `KUBE_FSM_REQUIRE_CLUSTER=1` and there is no kubectl, or it cannot be run.
+pub async fn kubectl(test: &str, args: &[&str]) -> Option<(bool, String)> {
+    let Some(kubectl) = std::env::var_os("KUBE_FSM_KUBECTL") else {
+        let required = std::env::var("KUBE_FSM_REQUIRE_CLUSTER").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but KUBE_FSM_KUBECTL is not set (eval \"$(scripts/envtest env)\")"
+        );
+        eprintln!("\n*** SKIPPED {test}: no KUBE_FSM_KUBECTL (eval \"$(scripts/envtest env)\").\n");
+        return None;
+    };
+    let output = tokio::process::Command::new(kubectl)
+        .args(args)
+        .output()
+        .await
+        .expect("run kubectl");
+    let mut said = String::from_utf8_lossy(&output.stdout).into_owned();
+    said.push_str(&String::from_utf8_lossy(&output.stderr));
+    Some((output.status.success(), said))
+}

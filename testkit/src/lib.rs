@@ -55,7 +55,9 @@ pub mod resources {
         DatabaseRunningNext, DatabaseRunningTarget, DatabaseSpec, DatabaseStatus,
     };
     pub use kube_fsm_examples::riskengine::{
-        RiskEngine, RiskEnginePhase, RiskEngineSpec, RiskEngineStatus,
+        RiskEngine, RiskEngineActiveNext, RiskEngineDegradedNext, RiskEngineDeployingNext,
+        RiskEngineHandler, RiskEnginePendingNext, RiskEnginePhase, RiskEngineSpec,
+        RiskEngineStatus, RiskEngineValidatingNext,
     };
 
     /// A Database named `name` with version 16 and one replica, as most tests create it.
@@ -93,7 +95,7 @@ pub mod resources {
             Failed -> Pending manual,
         ),
         finalizer = "example.com/cleanup",
-        ready = ServiceAvailable,
+        ready(phases(Running), conditions(ServiceAvailable)),
     )]
     #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
     #[kube(

@@ -60,8 +60,14 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
         cel_phase_rule,
         cel_first_phase_rule,
     } = &lowered.diagrams;
-    let ready = match machine.ready {
-        Some(i) => quote!(::core::option::Option::Some(#i)),
+    let ready = match &machine.ready {
+        Some(ready) => {
+            let (phases, conditions) = (&ready.phases, &ready.conditions);
+            quote!(::core::option::Option::Some(::kube_fsm::__private::ReadyData {
+                phases: &[#(#phases),*],
+                conditions: &[#(#conditions),*],
+            }))
+        }
         None => quote!(::core::option::Option::None),
     };
     let drift = match machine.drift {

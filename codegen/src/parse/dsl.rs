@@ -6,7 +6,8 @@
 //! events(Accept(description = "...")),               // optional
 //! transitions(Pending -> Provisioning on Accept, [A, B] -> Failed when PodsReady && !Synced),
 //! finalizer = "example.com/cleanup",
-//! ready = PodsReady,                                  // optional: the CRD's Ready column
+//! ready(phases(Running), conditions(PodsReady)),     // optional: what Ready means
+//!                                                     // (`ready = PodsReady`: one condition)
 //! drift = revert,                                     // optional: adopt (default) | revert
 //! retired(Provisioning -> Creating),                  // optional: old phase name -> declared phase
 //! ```
@@ -21,8 +22,8 @@ use syn::{Ident, LitStr, Token, bracketed, parenthesized};
 
 use crate::diag::{Diagnostic, Loc};
 use crate::spec::{
-    Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawRetired, RawSpec, RawTimeout,
-    RawTransition, Section,
+    Name, RawCondition, RawEvent, RawPhase, RawReady, RawRequirement, RawRetired, RawSpec,
+    RawTimeout, RawTransition, Section,
 };
 
 /// A parse result: the value, or the first mistake (syn's errors convert with `?`).
@@ -89,10 +90,7 @@ pub fn parse_section(input: ParseStream<'_>, spec: &mut RawSpec, section: &Ident
             input.parse::<Token![=]>()?;
             spec.finalizer = Some(text(&input.parse()?));
         }
-        Section::Ready => {
-            input.parse::<Token![=]>()?;
-            spec.ready = Some(parse_name(input)?);
-        }
+        Section::Ready => spec.ready = Some(ready(input, section)?),
         Section::Drift => {
             input.parse::<Token![=]>()?;
             spec.drift = Some(name(&input.parse()?));
@@ -207,6 +205,41 @@ fn described(input: ParseStream<'_>) -> Parsed<Described> {
         content.parse::<Option<Token![,]>>()?;
     }
     Ok(Described { name, description })
+}
+
+/// `= Cond`, or `(phases(A, B), conditions(C, D))` (either part may be left out).
+fn ready(input: ParseStream<'_>, section: &Ident) -> Parsed<RawReady> {
+    let mut ready = RawReady {
+        loc: Loc::Span(section.span()),
+        phases: Vec::new(),
+        conditions: Vec::new(),
+    };
+    if input.parse::<Option<Token![=]>>()?.is_some() {
+        ready.conditions.push(parse_name(input)?);
+        return Ok(ready);
+    }
+    let content = parens(input)?;
+    while !content.is_empty() {
+        let part: Ident = content.parse()?;
+        let names = list(&parens(&content)?, |i| Ok(parse_name(i)?))?;
+        match part.to_string().as_str() {
+            "phases" => ready.phases.extend(names),
+            "conditions" => ready.conditions.extend(names),
+            other => {
+                return Err(Diagnostic::new(
+                    part.span(),
+                    format!(
+                        "expected `phases(..)` or `conditions(..)` in `ready`, found `{other}`"
+                    ),
+                )
+                .help(
+                    "write `ready(phases(Running), conditions(PodsReady))`, or `ready = PodsReady`",
+                ));
+            }
+        }
+        content.parse::<Option<Token![,]>>()?;
+    }
+    Ok(ready)
 }
 
 fn parse_name(input: ParseStream<'_>) -> syn::Result<Name> {

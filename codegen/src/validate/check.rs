@@ -126,10 +126,20 @@ pub fn condition_type(cx: &Ctxt, name: &Name) -> bool {
 }
 
 /// The condition types the engine itself keeps on every object, and what each says.
-pub const ENGINE_CONDITIONS: [(&str, &str); 1] = [(
-    "Paused",
-    "it marks an object paused by the `kube-fsm.dev/paused` annotation",
-)];
+pub const ENGINE_CONDITIONS: [(&str, &str); 3] = [
+    (
+        "Paused",
+        "it marks an object paused by the `kube-fsm.dev/paused` annotation",
+    ),
+    (
+        "Reconciling",
+        "it says an object is still converging (kstatus, Flux, Argo CD read it)",
+    ),
+    (
+        "Stalled",
+        "it says an object cannot progress without help (kstatus, Flux, Argo CD read it)",
+    ),
+];
 
 /// A condition type is not one the engine keeps itself.
 pub fn not_engine_condition(cx: &Ctxt, name: &Name) -> bool {

@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 
 use crate::diag::{Diagnostic, Loc};
-use crate::model::{Condition, Drift, Edge, Event, Machine, Phase, Retired, Timeout, Trigger};
+use crate::model::{
+    Condition, Drift, Edge, Event, Machine, Phase, Ready, Retired, Timeout, Trigger,
+};
 use crate::names;
 use crate::spec::{Name, RawSpec, RawTimeout, RawTransition};
 
@@ -280,12 +282,34 @@ impl<'a> Resolver<'a, '_> {
         }
     }
 
-    /// The Ready column's condition: the one `ready:` names, else a condition named `Ready`.
-    fn ready(&mut self) -> Option<usize> {
-        match &self.spec.ready {
-            Some(name) => self.condition(name, "in `ready`"),
-            None => self.condition_index.get("Ready").copied(),
+    /// What Ready means (`ready:`), its names resolved. The engine then writes `Ready`, so the
+    /// spec may not declare a condition of that name.
+    fn ready(&mut self) -> Option<Ready> {
+        let spec = self.spec;
+        let raw = spec.ready.as_ref()?;
+        if raw.phases.is_empty() && raw.conditions.is_empty() {
+            self.cx.error(
+                Diagnostic::new(raw.loc, "`ready` names no phase and no condition")
+                    .help("write `ready: { phases: [Running], conditions: [PodsReady] }` (either list may be left out), or drop `ready`"),
+            );
         }
+        if let Some(own) = spec.conditions.iter().find(|c| c.name.text == "Ready") {
+            self.cx.error(
+                Diagnostic::new(own.name.loc, "condition `Ready` is kube-fsm's own when the spec has `ready`")
+                    .help("the engine writes `Ready` from `ready`; rename this condition (e.g. `Available`) and list it under `ready.conditions`, or drop `ready` to set `Ready` in your handlers"),
+            );
+        }
+        let phases = raw
+            .phases
+            .iter()
+            .filter_map(|p| self.phase(p, "`ready.phases`"))
+            .collect();
+        let conditions = raw
+            .conditions
+            .iter()
+            .filter_map(|c| self.condition(c, "in `ready`"))
+            .collect();
+        Some(Ready { phases, conditions })
     }
 
     fn drift(&mut self) -> Drift {

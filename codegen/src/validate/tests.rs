@@ -54,17 +54,18 @@ fn graph_checks_wait_for_names_to_resolve() {
 }
 
 #[test]
-fn ready_defaults_to_a_condition_named_ready_and_must_be_declared() {
-    let machine = |dsl| check(dsl).0;
-    assert_eq!(
-        machine("phases(A(initial), B(terminal)), conditions(X, Ready), transitions(A -> B)").ready,
-        Some(1)
-    );
+fn ready_names_phases_and_conditions_the_spec_declares() {
+    use crate::model::Ready;
+    // Without `ready`, a condition named Ready is the handlers': the engine keeps none.
+    let (m, errors) =
+        check("phases(A(initial), B(terminal)), conditions(X, Ready), transitions(A -> B)");
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(m.ready, None);
     let (m, errors) = check(
         "phases(A(initial), B(terminal)), conditions(Synced), transitions(A -> B), \
          ready = Sinced, drift = revrt",
     );
-    assert_eq!(m.ready, None);
+    assert_eq!(m.ready, Some(Ready::default()), "what resolved of it");
     assert_eq!(m.drift, Drift::Adopt);
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(errors[0].contains("unknown condition `Sinced` in `ready`"));
@@ -74,7 +75,26 @@ fn ready_defaults_to_a_condition_named_ready_and_must_be_declared() {
          ready = Synced, drift = revert",
     );
     assert!(errors.is_empty(), "{errors:?}");
-    assert_eq!((m.ready, m.drift), (Some(0), Drift::Revert));
+    let one = Ready {
+        phases: vec![],
+        conditions: vec![0],
+    };
+    assert_eq!((m.ready, m.drift), (Some(one), Drift::Revert));
+    let (m, errors) = check(
+        "phases(A(initial), B(terminal)), conditions(Synced), transitions(A -> B), \
+         ready(phases(B), conditions(Synced))",
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    let both = Ready {
+        phases: vec![1],
+        conditions: vec![0],
+    };
+    assert_eq!(m.ready, Some(both));
+    let (_, errors) = check(
+        "phases(A(initial), B(terminal)), conditions(Ready), transitions(A -> B), ready(phases(B))",
+    );
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("condition `Ready` is kube-fsm's own when the spec has `ready`"));
 }
 
 #[test]

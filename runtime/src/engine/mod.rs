@@ -25,6 +25,7 @@ mod paused;
 mod repair;
 mod report;
 mod shard_gate;
+mod stall;
 mod write;
 
 use crate::engine::finalizer::Gate;
@@ -42,6 +43,7 @@ use crate::observe::metrics::{MachineMetrics, ReconcileResult};
 use crate::pure::backoff::Failure;
 use crate::pure::decide::IllegalTransition;
 use crate::pure::pause;
+use crate::pure::readiness::Stall;
 use crate::watch::health::Health;
 use crate::watch::scope::Scoped;
 
@@ -256,6 +258,7 @@ where
                 self.memory.with(object, |e| e.failures = 0);
             }
             Err(err) if self.worth_an_event(object, err) => {
+                self.stalled_by(object, err).await;
                 let note = err.to_string().chars().take(1024).collect();
                 self.event(
                     object,
@@ -281,6 +284,19 @@ where
     fn worth_an_event(&self, object: &K, error: &ReconcileError) -> bool {
         !matches!(error.failure(), Failure::Server { .. })
             || self.memory.read(object, |e| e.failures).unwrap_or(0) + 1 >= FAILURES_WORTH_AN_EVENT
+    }
+
+    /// Marks `object` Stalled once its handler has failed [`stall::FAILURES_THAT_STALL`] times
+    /// in a row (this failure included).
+    async fn stalled_by(&self, object: &K, error: &ReconcileError) {
+        let failures = self.memory.read(object, |e| e.failures).unwrap_or(0) + 1;
+        if !matches!(error, ReconcileError::Handler(_)) || failures != stall::FAILURES_THAT_STALL {
+            return;
+        }
+        let stall = Stall::Failing(failures, error.to_string().chars().take(1024).collect());
+        if let Err(err) = self.stalled(object, stall).await {
+            tracing::debug!(object = %object.name_any(), %err, "could not say it is stalled");
+        }
     }
 
     /// After a wait: `Some` (when to look again) if the reconcile may not go on, because the

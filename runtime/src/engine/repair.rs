@@ -15,6 +15,7 @@ use crate::model::conditions::truncate;
 use crate::model::machine::Phase;
 use crate::model::status::PhaseValue;
 use crate::pure::drift::{Drift, Remedy, manual_move};
+use crate::pure::readiness::Stall;
 use crate::pure::writer::phase_writer;
 
 impl<K, H> Engine<K, H>
@@ -97,7 +98,7 @@ where
                 });
             }
             Remedy::Reset => self.memory.with(object, |e| e.accepted = None),
-            Remedy::Hold => return Ok(Some(self.hold(object, &drift, found).await)),
+            Remedy::Hold => return self.hold(object, &drift, found).await.map(Some),
         }
         self.report_drift(object, &drift, remedy, insists).await;
         Ok(stop)
@@ -129,9 +130,15 @@ where
             .await;
     }
 
-    /// Leaves an object with an undeclared phase as it is, says so once per distinct value,
-    /// and looks again with backoff.
-    async fn hold(&self, object: &K, drift: &Drift<K::Phase>, found: String) -> Attempt {
+    /// Leaves an object with an undeclared phase as it is (its phase unwritten), says so once
+    /// per distinct value (an Event, and `Stalled`), and looks again with backoff.
+    async fn hold(
+        &self,
+        object: &K,
+        drift: &Drift<K::Phase>,
+        found: String,
+    ) -> Result<Attempt, ReconcileError> {
+        let value = found.clone();
         let (first, count) = self.memory.with(object, |e| match &mut e.held {
             Some((value, count)) if *value == found => {
                 *count = count.saturating_add(1);
@@ -144,8 +151,14 @@ where
         });
         if first {
             self.report_drift(object, drift, Remedy::Hold, false).await;
+            let stall = Stall::UndeclaredPhase(value);
+            if let Some(stop) = self.stalled(object, stall).await?.into() {
+                // Written over by someone meanwhile: look again at what they wrote.
+                self.memory.with(object, |e| e.held = None);
+                return Ok(stop);
+            }
         }
-        Attempt::Done(Some(self.config.backoff.jittered(count)))
+        Ok(Attempt::Done(Some(self.config.backoff.jittered(count))))
     }
 
     /// Counts and announces drift; `insists` when a value written back once came again.

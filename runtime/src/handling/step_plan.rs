@@ -17,6 +17,7 @@ use crate::model::next::Verdict;
 use crate::model::state_machine::StateMachine;
 use crate::model::status::{MachineStatus, PhaseValue};
 use crate::pure::decide::{self, IllegalTransition, Position, Transition, UNKNOWN_PHASE_RESET};
+use crate::pure::readiness::{self, Stall};
 use crate::pure::{merge_patch, pause};
 
 /// What a step decided.
@@ -159,6 +160,19 @@ where
     let machine = K::machine_in_mut(&mut status);
     let conditions = std::mem::take(&mut machine.conditions);
     *machine = decide::next_status(stored, &position, to, conditions, generation, now);
+    let timeout_vetoed = to.is_none() && vetoed.iter().any(|v| v.timeout);
+    let stall = vetoed
+        .iter()
+        .find(|v| timeout_vetoed && v.timeout)
+        .map(|v| Stall::TimeoutVetoed(v.message.clone()));
+    let new_phase = to.unwrap_or(phase);
+    readiness::maintain(
+        &mut machine.conditions,
+        Some(new_phase),
+        stall,
+        generation,
+        now,
+    );
     if let Some(requested) = pause::reconcile_requested(object.meta()) {
         machine.last_handled_reconcile_at = Some(requested.to_owned());
     }
@@ -186,8 +200,6 @@ where
         }),
         None => None,
     };
-    let new_phase = to.unwrap_or(phase);
-    let timeout_vetoed = to.is_none() && vetoed.iter().any(|v| v.timeout);
     let requeue = decide::requeue(
         new_phase,
         (!timeout_vetoed).then_some(entered),

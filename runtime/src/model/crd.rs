@@ -159,13 +159,13 @@ fn add_columns(columns: &mut Vec<CustomResourceColumnDefinition>, machine: &Mach
         ".status.phase",
         "The machine's current phase.",
     )];
-    if let Some(ready) = machine.ready {
-        let condition = machine.conditions[ready].name;
+    // The engine's `Ready` (from `ready:`), or the handlers' own.
+    if machine.ready.is_some() || machine.conditions.iter().any(|c| c.name == "Ready") {
         ours.push(column(
             "Ready",
             "string",
-            &format!(".status.conditions[?(@.type==\"{condition}\")].status"),
-            &format!("The status of the {condition} condition."),
+            ".status.conditions[?(@.type==\"Ready\")].status",
+            "The status of the Ready condition.",
         ));
     }
     let has = |columns: &[CustomResourceColumnDefinition], name: &str| {

@@ -21,9 +21,9 @@ pub struct MachineData {
     pub initial: usize,
     /// The finalizer that guards deletion, when the spec has one.
     pub finalizer: Option<&'static str>,
-    /// Index into [`MachineData::conditions`] of the condition shown as the CRD's Ready column:
-    /// the spec's `ready:`, else a condition named `Ready`, else none.
-    pub ready: Option<usize>,
+    /// What makes an object Ready (the spec's `ready:`): the engine then keeps the `Ready`
+    /// condition. `None`: the handlers' own `Ready` condition, if the spec declares one.
+    pub ready: Option<ReadyData>,
     /// What the controller does with a phase it finds but did not write (the spec's `drift:`).
     pub drift: DriftPolicy,
     /// Phase names of older specs and the declared phase each moves to (the spec's `retired:`).
@@ -91,6 +91,16 @@ pub struct TimeoutData {
     pub to: usize,
     /// The reason recorded for the transition.
     pub reason: &'static str,
+}
+
+/// The spec's `ready:`: an object is Ready in one of `phases` (when empty: any phase that is
+/// not terminal) while every one of `conditions` is True.
+#[derive(Debug)]
+pub struct ReadyData {
+    /// Indices into [`MachineData::phases`].
+    pub phases: &'static [usize],
+    /// Indices into [`MachineData::conditions`].
+    pub conditions: &'static [usize],
 }
 
 /// A condition type the controller owns.

@@ -1,12 +1,14 @@
 //! The pure decisions: what the next move is, drift, resourceVersion order, merge patches,
-//! backoff, pausing, label selectors, what a cache keeps, who wrote the phase. No client, no
-//! I/O, no clock but the one passed in; imports only the model.
+//! backoff, pausing, the ecosystem's conditions (Ready, Reconciling, Stalled), label
+//! selectors, what a cache keeps, who wrote the phase. No client, no I/O, no clock but the one
+//! passed in; imports only the model.
 
 pub(crate) mod backoff;
 pub(crate) mod decide;
 pub(crate) mod drift;
 pub(crate) mod merge_patch;
 pub(crate) mod pause;
+pub(crate) mod readiness;
 pub(crate) mod refusal;
 pub(crate) mod selection;
 pub(crate) mod slim;

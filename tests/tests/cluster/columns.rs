@@ -21,7 +21,7 @@ async fn kubectl_get_shows_phase_and_ready_columns() {
     let status = json!({ "status": {
         "phase": "Running",
         "conditions": [{
-            "type": "ServiceAvailable", "status": "True", "reason": "Answers", "message": "",
+            "type": "Ready", "status": "True", "reason": "Ready", "message": "",
             "lastTransitionTime": "2026-01-01T00:00:00Z",
         }],
     }});

@@ -171,7 +171,8 @@ async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
     operator.stop().await;
 
     // A controller that starts on it has nothing to go back to: it holds the object where it
-    // is (no handler, no write), says so once, and counts it under one `Unknown` label.
+    // is (no handler, its phase unwritten), says so once (an Event, and `Stalled`), and counts
+    // it under one `Unknown` label.
     hand_edit(&api, "a", "Archived").await;
     let recorded = Recorded::default();
     let guards = Guards::default();
@@ -197,9 +198,15 @@ async fn an_undeclared_phase_neither_stalls_the_others_nor_sticks() {
         "no label per undeclared value"
     );
     assert!(
-        !metrics.contains("kube_fsm_status_writes_total{machine=\"Guarded\"}"),
-        "nothing written: {metrics}"
+        metrics.contains("kube_fsm_status_writes_total{machine=\"Guarded\"} 1"),
+        "one write, of Stalled: {metrics}"
     );
+    let stalled = held
+        .status
+        .as_ref()
+        .and_then(|s| s.machine.condition("Stalled"))
+        .map(|c| (c.status.as_str(), c.reason.as_str()));
+    assert_eq!(stalled, Some(("True", "UndeclaredPhase")));
     // Corrected by hand, it goes on from there.
     hand_edit(&api, "a", "Pending").await;
     wait_phase(&api, "a", "Active").await;

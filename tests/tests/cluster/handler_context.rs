@@ -186,7 +186,11 @@ async fn user_fields_are_written_with_the_phase_in_one_patch_and_others_survive(
     .expect("bump the spec");
     let removed = eventually(Duration::from_secs(10), || async {
         let status = raw_status(&api, "db").await;
-        (status["conditions"][0]["message"] == "version 18").then_some(status)
+        let pods_ready = status["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "PodsReady")?;
+        (pods_ready["message"] == "version 18").then_some(status)
     })
     .await
     .expect("the step after the second spec change is written");

@@ -10,6 +10,7 @@ mod envtest;
 mod events;
 mod faults;
 mod handler_context;
+mod kstatus;
 mod leader;
 mod manual;
 mod outage;

@@ -2,7 +2,8 @@
 //! timeout (its status is not written: the API server counts no status PATCH of the kind and the
 //! object's resourceVersion does not move), the time paused does not count toward the timeout
 //! once it resumes, deletion still runs cleanup while paused, and a reconcile request is
-//! handled at once in the middle of a failure backoff and recorded in the status.
+//! handled at once in the middle of a failure backoff (after the failures made the object
+//! `Stalled`) and recorded in the status.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -223,12 +224,19 @@ async fn a_reconcile_request_is_handled_at_once_during_a_backoff_and_recorded() 
     api.create(&PostParams::default(), &sleeper)
         .await
         .expect("create");
-    // Failing with backoff: wait until the retries have spread out (>= 4 failures).
-    let failing = eventually(Duration::from_secs(30), || async {
-        (handlers.calls.load(Ordering::SeqCst) >= 4).then_some(())
+    // Failing with backoff: after 5 failures in a row the object says it is Stalled, and the
+    // retries have spread out.
+    let stalled = wait_for(&api, "s", "Stalled after 5 failures", |s| {
+        condition(s, "Stalled").is_some_and(|c| c.0 == "True")
     })
     .await;
-    assert!(failing.is_some(), "the handler was not retried");
+    let (_, reason, message) = condition(&stalled, "Stalled").expect("Stalled");
+    assert_eq!(reason, "ReconcileFailing");
+    assert!(
+        message.contains("failed 5 times in a row") && message.contains("told to fail"),
+        "{message}"
+    );
+    assert!(handlers.calls.load(Ordering::SeqCst) >= 5);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = handlers.calls.load(Ordering::SeqCst);
 
@@ -242,6 +250,11 @@ async fn a_reconcile_request_is_handled_at_once_during_a_backoff_and_recorded() 
     )
     .await;
     let done = wait_phase(&api, "s", "Done").await;
+    assert_eq!(
+        condition(&done, "Stalled").map(|c| c.0),
+        Some("False".to_owned()),
+        "the step that succeeded cleared it"
+    );
     assert!(handlers.calls.load(Ordering::SeqCst) > before);
     assert!(
         asked.elapsed() < Duration::from_secs(3),

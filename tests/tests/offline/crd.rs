@@ -296,10 +296,7 @@ fn printer_columns_show_phase_ready_and_age() {
         columns,
         [
             ("Phase", ".status.phase"),
-            (
-                "Ready",
-                ".status.conditions[?(@.type==\"ServiceAvailable\")].status"
-            ),
+            ("Ready", ".status.conditions[?(@.type==\"Ready\")].status"),
             ("Age", ".metadata.creationTimestamp"),
         ]
     );

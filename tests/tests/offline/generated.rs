@@ -159,9 +159,24 @@ fn machine_data_describes_the_spec() {
          (has(oldSelf.status) && has(oldSelf.status.phase)) || \
          self.status.phase in ['Pending', 'Provisioning']"
     );
+    let ready = m
+        .ready
+        .as_ref()
+        .expect("ready: { phases: [Running], conditions: [..] }");
     assert_eq!(
-        m.conditions[m.ready.expect("ready: ServiceAvailable")].name,
-        "ServiceAvailable"
+        (
+            ready
+                .phases
+                .iter()
+                .map(|&p| m.phases[p].name)
+                .collect::<Vec<_>>(),
+            ready
+                .conditions
+                .iter()
+                .map(|&c| m.conditions[c].name)
+                .collect::<Vec<_>>()
+        ),
+        (vec!["Running"], vec!["ServiceAvailable"])
     );
     assert_eq!(m.drift, kube_fsm::machine::DriftPolicy::Adopt);
     assert!(m.retired.is_empty(), "the reference spec retires no phase");

@@ -4,8 +4,8 @@
 use crate::diag::{Diagnostic, Diagnostics, Loc, Pos, SourceFile};
 use crate::read::yaml::{Node, Value};
 use crate::spec::{
-    Name, RawCondition, RawEvent, RawPhase, RawRequirement, RawRetired, RawSpec, RawTimeout,
-    RawTransition, Section,
+    Name, RawCondition, RawEvent, RawPhase, RawReady, RawRequirement, RawRetired, RawSpec,
+    RawTimeout, RawTransition, Section,
 };
 
 mod shape;
@@ -20,6 +20,7 @@ const PHASE_KEYS: &[&str] = &[
 const TIMEOUT_KEYS: &[&str] = &["after", "to", "reason"];
 const DESCRIBED_KEYS: &[&str] = &["description"];
 const TRANSITION_KEYS: &[&str] = &["from", "to", "on", "when", "manual"];
+const READY_KEYS: &[&str] = &["phases", "conditions"];
 
 /// Parses a loaded spec file and reads it; `None` when the text is not YAML.
 pub fn read_file(file: &SourceFile, diags: &mut Diagnostics) -> Option<RawSpec> {
@@ -98,7 +99,7 @@ impl Reader<'_> {
                     }
                 }
                 Section::Finalizer => spec.finalizer = self.string(value, "`finalizer`"),
-                Section::Ready => spec.ready = self.string(value, "`ready`"),
+                Section::Ready => spec.ready = self.ready(key.loc, value),
                 Section::Drift => spec.drift = self.string(value, "`drift`"),
                 Section::Retired => spec.retired = self.retired(value),
             }
@@ -167,6 +168,32 @@ impl Reader<'_> {
             to: to?,
             reason,
         })
+    }
+
+    /// `ready: { phases: [Running], conditions: [ServiceAvailable] }`, or `ready: Cond`.
+    fn ready(&mut self, loc: Loc, node: &Node) -> Option<RawReady> {
+        if !matches!(node.value, Value::Map(_)) {
+            let condition = self.string(node, "`ready`")?;
+            return Some(RawReady {
+                loc,
+                phases: Vec::new(),
+                conditions: vec![condition],
+            });
+        }
+        let entries = self.fields(node, READY_KEYS, "`ready`")?;
+        let mut ready = RawReady {
+            loc,
+            phases: Vec::new(),
+            conditions: Vec::new(),
+        };
+        for (key, value) in entries {
+            match key.text.as_str() {
+                "phases" => ready.phases = self.names(value, "`ready.phases`"),
+                "conditions" => ready.conditions = self.names(value, "`ready.conditions`"),
+                _ => {}
+            }
+        }
+        Some(ready)
     }
 
     /// `retired: { Provisioning: Creating }`: old phase name → declared phase. Repeated names

@@ -1,0 +1,223 @@
+//! The conditions the ecosystem reads (kstatus, Flux, Argo CD, `kubectl wait`), kept by the
+//! engine next to the spec's own, each with the generation it was computed from:
+//! - `Ready` (normal-true), from the spec's `ready:` — only when the spec has one;
+//! - `Stalled` (abnormal-true): the object cannot progress without help — a terminal phase that
+//!   is not ready (a failure), a vetoed timeout, an undeclared phase held, a handler failing
+//!   again and again;
+//! - `Reconciling` (abnormal-true): it is still converging — not stalled, not terminal, not
+//!   ready (by `ready:`, or by the handlers' own `Ready`).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::model::conditions::{self, status_of};
+use crate::model::machine::Phase;
+
+/// The condition type `ready:` is kept as.
+pub const READY: &str = "Ready";
+/// The condition type of an object still converging.
+pub const RECONCILING: &str = "Reconciling";
+/// The condition type of an object that cannot progress without help.
+pub const STALLED: &str = "Stalled";
+
+/// Why an object cannot progress without help.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stall {
+    /// In a terminal phase that is not ready: the machine gave up.
+    TerminalPhase(&'static str),
+    /// `before_transition` refused the phase's due timeout.
+    TimeoutVetoed(String),
+    /// The stored phase is not one the spec declares; the object is held.
+    UndeclaredPhase(String),
+    /// The handler failed this many times in a row, the last time with this error.
+    Failing(u32, String),
+}
+
+impl Stall {
+    fn reason(&self) -> &'static str {
+        match self {
+            Stall::TerminalPhase(_) => "TerminalPhase",
+            Stall::TimeoutVetoed(_) => "TimeoutVetoed",
+            Stall::UndeclaredPhase(_) => "UndeclaredPhase",
+            Stall::Failing(..) => "ReconcileFailing",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Stall::TerminalPhase(phase) => {
+                format!("phase {phase} is terminal and not ready: only a person moves it on")
+            }
+            Stall::TimeoutVetoed(why) => format!("the phase's timeout was vetoed: {why}"),
+            Stall::UndeclaredPhase(found) => format!(
+                "status.phase is {found:?}, which the spec does not declare; held until it is corrected"
+            ),
+            Stall::Failing(times, error) => {
+                format!("the handler failed {times} times in a row: {error}")
+            }
+        }
+    }
+}
+
+/// Whether the spec's `ready:` holds in `phase` with `conditions`; `None` without `ready:`.
+pub fn ready<P: Phase>(phase: P, conditions: &[Condition]) -> Option<Result<(), String>> {
+    let ready = P::MACHINE.ready.as_ref()?;
+    let in_phase = if ready.phases.is_empty() {
+        !phase.data().terminal
+    } else {
+        ready.phases.contains(&phase.index())
+    };
+    if !in_phase {
+        let wanted: Vec<&str> = ready
+            .phases
+            .iter()
+            .map(|&i| P::MACHINE.phases[i].name)
+            .collect();
+        return Some(Err(if wanted.is_empty() {
+            format!("phase {phase} is terminal")
+        } else {
+            format!("phase {phase} is not {}", wanted.join(" or "))
+        }));
+    }
+    for &c in ready.conditions {
+        let name = P::MACHINE.conditions[c].name;
+        if status_of(conditions, name) != Some(true) {
+            return Some(Err(format!("{name} is not True")));
+        }
+    }
+    Some(Ok(()))
+}
+
+/// Sets `Ready` (when the spec has `ready:`), `Reconciling` and `Stalled` on `conditions` for
+/// an object in `phase` (`None`: an undeclared one), `stall` saying what else holds it.
+pub fn maintain<P: Phase>(
+    conditions: &mut Vec<Condition>,
+    phase: Option<P>,
+    stall: Option<Stall>,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let verdict = phase.and_then(|p| ready(p, conditions));
+    let is_ready = match &verdict {
+        Some(verdict) => Some(verdict.is_ok()),
+        None => status_of(conditions, READY),
+    };
+    let mut set = |type_: &str, status: bool, reason: &str, message: String| {
+        let status = conditions::status_str(status);
+        // Reasons here are constants in the condition-reason format: this cannot fail.
+        let _ = conditions::set(conditions, type_, status, reason, message, generation, now);
+    };
+    match &verdict {
+        Some(Ok(())) => set(READY, true, "Ready", String::new()),
+        Some(Err(why)) => set(READY, false, "NotReady", why.clone()),
+        None => {}
+    }
+    let terminal = phase.is_some_and(|p| p.data().terminal);
+    let stall = stall.or_else(|| match phase {
+        Some(p) if terminal && is_ready == Some(false) => Some(Stall::TerminalPhase(p.name())),
+        _ => None,
+    });
+    match &stall {
+        Some(stall) => set(STALLED, true, stall.reason(), stall.message()),
+        None => set(STALLED, false, "NotStalled", String::new()),
+    }
+    if stall.is_none() && !terminal && is_ready != Some(true) {
+        let message = phase.map_or_else(String::new, |p| {
+            let description = p.data().description;
+            if description.is_empty() {
+                format!("phase {p}")
+            } else {
+                format!("phase {p}: {description}")
+            }
+        });
+        set(RECONCILING, true, "Progressing", message);
+    } else {
+        set(RECONCILING, false, "NotProgressing", String::new());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+    use crate::test_machines::DatabasePhase;
+
+    fn conditions(set: &[(&str, bool)]) -> Vec<Condition> {
+        let mut out = Vec::new();
+        for (name, status) in set {
+            let status = conditions::status_str(*status);
+            conditions::set(
+                &mut out,
+                name,
+                status,
+                "Test",
+                String::new(),
+                Some(1),
+                Timestamp::UNIX_EPOCH,
+            )
+            .unwrap();
+        }
+        out
+    }
+
+    fn status(conditions: &[Condition], type_: &str) -> (String, String) {
+        let c = conditions.iter().find(|c| c.type_ == type_).expect(type_);
+        (c.status.clone(), c.reason.clone())
+    }
+
+    #[test]
+    fn ready_is_the_specs_phases_and_conditions_and_stalled_a_terminal_phase_not_ready() {
+        use DatabasePhase::{Failed, Provisioning, Running};
+        // The test Database: `ready(phases(Running), conditions(ServiceAvailable))`.
+        let now = Timestamp::UNIX_EPOCH;
+        let mut up = conditions(&[("ServiceAvailable", true)]);
+        maintain(&mut up, Some(Running), None, Some(2), now);
+        assert_eq!(status(&up, READY), ("True".into(), "Ready".into()));
+        assert_eq!(status(&up, RECONCILING).0, "False");
+        assert_eq!(status(&up, STALLED).0, "False");
+        let engine = [READY, RECONCILING, STALLED];
+        assert!(
+            up.iter()
+                .filter(|c| engine.contains(&c.type_.as_str()))
+                .all(|c| c.observed_generation == Some(2))
+        );
+
+        let mut provisioning = conditions(&[("ServiceAvailable", true)]);
+        maintain(&mut provisioning, Some(Provisioning), None, Some(1), now);
+        assert_eq!(
+            status(&provisioning, READY),
+            ("False".into(), "NotReady".into())
+        );
+        assert_eq!(
+            status(&provisioning, RECONCILING),
+            ("True".into(), "Progressing".into())
+        );
+
+        let mut failed = conditions(&[("ServiceAvailable", true)]);
+        maintain(&mut failed, Some(Failed), None, Some(1), now);
+        assert_eq!(
+            status(&failed, STALLED),
+            ("True".into(), "TerminalPhase".into())
+        );
+        assert_eq!(status(&failed, RECONCILING).0, "False");
+
+        let mut vetoed = Vec::new();
+        let stall = Stall::TimeoutVetoed("a backup runs".into());
+        maintain(&mut vetoed, Some(Provisioning), Some(stall), Some(1), now);
+        assert_eq!(
+            status(&vetoed, STALLED),
+            ("True".into(), "TimeoutVetoed".into())
+        );
+        assert_eq!(status(&vetoed, RECONCILING).0, "False");
+
+        let mut held = Vec::new();
+        let stall = Stall::UndeclaredPhase("Starting".into());
+        maintain::<DatabasePhase>(&mut held, None, Some(stall), Some(1), now);
+        assert_eq!(status(&held, STALLED).1, "UndeclaredPhase");
+        assert!(
+            held.iter().all(|c| c.type_ != READY),
+            "no phase, no verdict"
+        );
+    }
+}
