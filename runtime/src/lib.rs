@@ -80,6 +80,11 @@ pub mod machine {
     pub use crate::handling::dispatch::Dispatch;
     #[cfg(feature = "cel")]
     pub use crate::model::crd::{CrdError, validate_update};
+    pub use crate::model::description::{
+        Described, Description, MACHINE_ANNOTATION, Move, PhaseDescription, ReadyDescription,
+        RequirementDescription, TimeoutDescription, TransitionDescription, TriggerDescription,
+        no_such_transition,
+    };
     pub use crate::model::machine::{
         ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, PhaseData, ReadyData,
         Requirement, RetiredData, TimeoutData, TriggerData, UnknownPhase,

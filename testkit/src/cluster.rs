@@ -98,6 +98,7 @@ pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) {
         Err(kube::Error::Api(status)) if status.is_already_exists() => {
             let mut current = api.get(&name).await.expect("get crd");
             current.spec = crd.spec.clone();
+            current.metadata.annotations = crd.metadata.annotations.clone();
             api.replace(&name, &PostParams::default(), &current)
                 .await
                 .expect("replace crd");

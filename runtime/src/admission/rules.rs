@@ -2,6 +2,7 @@
 //! the phase before and after. Pure: no request, no I/O.
 
 use crate::model::crd::{FORBIDDEN, PHASE_REMOVED, REQUIRED, first_phases};
+use crate::model::description;
 use crate::model::machine::{MachineData, TriggerData};
 
 /// The field every rule is about.
@@ -106,10 +107,7 @@ pub fn is_manual(machine: &MachineData, old: Option<&str>, new: Option<&str>) ->
 
 /// The message of a move that is not an edge, word for word the CEL rule's.
 pub fn no_such_transition(machine: &MachineData, from: &str, to: &str) -> String {
-    format!(
-        "cannot move from {from} to {to}: the {} state machine has no such transition",
-        machine.kind
-    )
+    description::no_such_transition(machine.kind, from, to)
 }
 
 fn index_of(machine: &MachineData, name: &str) -> Option<usize> {

@@ -12,8 +12,10 @@
 //!   whether or not the old object had a status, without `optionalOldSelf`);
 //! - on the root: the phase, once set, is never removed (neither alone nor with the whole
 //!   status);
-//! - printer columns Phase, Ready (the spec's `ready:` condition, when there is one) and Age,
-//!   unless the resource declares columns of those names itself.
+//! - printer columns Phase, Ready (the `Ready` condition, when the spec has `ready:` or
+//!   declares `Ready`) and Age, unless the resource declares columns of those names itself;
+//! - the annotation `kube-fsm.dev/machine`: the machine as JSON ([`Description`]), for tools
+//!   such as `kubectl fsm` that know no operator's code.
 //!
 //! API servers before 1.25 do not know `x-kubernetes-validations` and drop the rules; the
 //! engine checks every write against the spec either way.
@@ -39,6 +41,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
+use crate::model::description::{Description, MACHINE_ANNOTATION};
 use crate::model::machine::MachineData;
 use crate::model::state_machine::StateMachine;
 
@@ -65,6 +68,12 @@ pub fn crd<K: CustomResourceExt + StateMachine>() -> CustomResourceDefinition {
             .additional_printer_columns
             .get_or_insert_with(Vec::new);
         add_columns(columns, machine);
+    }
+    if let Ok(described) = serde_json::to_string(&Description::of(machine)) {
+        crd.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(MACHINE_ANNOTATION.to_owned(), described);
     }
     crd
 }

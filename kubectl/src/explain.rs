@@ -1,0 +1,315 @@
+//! Why an object is where it is, from its machine and its stored state: pure (the caller reads
+//! the object and its Events), so every phase's explanation is testable without a cluster.
+
+use std::fmt::{self, Write as _};
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube_fsm::machine::{Description, TriggerDescription};
+use serde::Serialize;
+
+use crate::object::{Stored, human, spec_duration};
+
+/// One way out of the phase.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WayOut {
+    /// The phase it leads to.
+    pub to: String,
+    /// `rule`, `event`, `handler`, `timeout` or `manual`.
+    pub by: &'static str,
+    /// The event, for `event`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    /// For a rule: each condition it reads, what it needs and what it is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<Requirement>,
+    /// For a rule: whether it holds now (the next step takes it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holds: Option<bool>,
+    /// For the timeout: when it is due (time paused excluded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due: Option<String>,
+}
+
+/// A condition a rule reads.
+#[derive(Debug, Serialize)]
+pub struct Requirement {
+    /// The condition type.
+    pub condition: String,
+    /// `True` or `False`: what the rule needs.
+    pub needs: &'static str,
+    /// What the object has: `True`, `False`, `Unknown` or `absent`.
+    pub is: String,
+}
+
+/// Why an object is where it is.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    /// `Kind/name`.
+    pub object: String,
+    /// The namespace, or "".
+    pub namespace: String,
+    /// The stored phase, if any.
+    pub phase: Option<String>,
+    /// The phase's description from the spec.
+    pub description: String,
+    /// When the phase was entered, if recorded for it.
+    pub entered: Option<String>,
+    /// How long it has been in the phase.
+    pub for_: Option<String>,
+    /// Whether the engine leaves it only by people's moves.
+    pub terminal: bool,
+    /// The ways out the engine takes, and the manual ones.
+    pub ways_out: Vec<WayOut>,
+    /// The pause annotation's reason, while paused.
+    pub paused: Option<String>,
+    /// `Stalled`'s reason and message, while stalled.
+    pub stalled: Option<String>,
+    /// `Ready`'s status and message.
+    pub ready: Option<String>,
+    /// What keeps it here (unless it is Ready): each rule's conditions that do not have the
+    /// status it needs.
+    pub waiting_for: Vec<String>,
+    /// The last transitions, oldest first (from Events).
+    pub history: Vec<String>,
+}
+
+/// The ways out of `phase`, as of `object` at `now`.
+pub fn ways_out(
+    machine: &Description,
+    object: &Stored<'_>,
+    phase: &str,
+    now: Timestamp,
+) -> Vec<WayOut> {
+    let mut out = Vec::new();
+    for t in machine.out_of(phase) {
+        let mut way = WayOut {
+            to: t.to.clone(),
+            by: "handler",
+            event: None,
+            requires: Vec::new(),
+            holds: None,
+            due: None,
+        };
+        match &t.trigger {
+            TriggerDescription::Handler => {}
+            TriggerDescription::Manual => way.by = "manual",
+            TriggerDescription::On(event) => {
+                way.by = "event";
+                way.event = Some(event.clone());
+            }
+            TriggerDescription::When(reqs) => {
+                way.by = "rule";
+                way.requires = reqs
+                    .iter()
+                    .map(|r| Requirement {
+                        condition: r.condition.clone(),
+                        needs: if r.status { "True" } else { "False" },
+                        is: object.condition_status(&r.condition).to_owned(),
+                    })
+                    .collect();
+                way.holds = Some(way.requires.iter().all(|r| r.is == r.needs));
+            }
+        }
+        out.push(way);
+    }
+    if let Some(timeout) = machine.phase(phase).and_then(|p| p.timeout.as_ref()) {
+        let due = object.entered().map(|entered| {
+            let after =
+                SignedDuration::from_millis(i64::try_from(timeout.after_ms).unwrap_or(i64::MAX));
+            let at = entered + object.paused_for(now) + after;
+            let left = at.duration_since(now);
+            if left.is_negative() {
+                format!("{} (overdue by {})", round(at), human(-left))
+            } else {
+                format!("{} (in {})", round(at), human(left))
+            }
+        });
+        out.push(WayOut {
+            to: timeout.to.clone(),
+            by: "timeout",
+            event: Some(timeout.reason.clone()),
+            requires: Vec::new(),
+            holds: None,
+            due: Some(due.unwrap_or_else(|| {
+                format!(
+                    "{} after the operator next sees it",
+                    spec_duration(timeout.after_ms)
+                )
+            })),
+        });
+    }
+    out
+}
+
+fn round(t: Timestamp) -> String {
+    t.round(k8s_openapi::jiff::Unit::Second)
+        .unwrap_or(t)
+        .to_string()
+}
+
+/// The explanation of `object` (a `kind` object) at `now`, with `history` from its Events.
+pub fn explain(
+    machine: &Description,
+    object: &Stored<'_>,
+    history: Vec<String>,
+    now: Timestamp,
+) -> Explanation {
+    let phase = object.phase().map(str::to_owned);
+    let spec_phase = phase.as_deref().and_then(|p| machine.phase(p));
+    let condition_text = |type_: &str| {
+        object.condition(type_).map(|c| {
+            let (status, reason, message) = (
+                c["status"].as_str().unwrap_or_default(),
+                c["reason"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default(),
+            );
+            if message.is_empty() {
+                format!("{status} ({reason})")
+            } else {
+                format!("{status} ({reason}): {message}")
+            }
+        })
+    };
+    let ways_out = phase
+        .as_deref()
+        .map(|p| ways_out(machine, object, p, now))
+        .unwrap_or_default();
+    // What keeps it here, unless it is where it should be (Ready).
+    let ready = object.condition_status("Ready") == "True";
+    let waiting_for = ways_out
+        .iter()
+        .filter(|_| !ready)
+        .filter(|w| w.holds == Some(false))
+        .flat_map(|w| {
+            w.requires.iter().filter(|r| r.is != r.needs).map(|r| {
+                format!(
+                    "{} to be {} (it is {}) for {}",
+                    r.condition, r.needs, r.is, w.to
+                )
+            })
+        })
+        .collect();
+    Explanation {
+        object: format!("{}/{}", machine.kind, object.name()),
+        namespace: object.namespace().to_owned(),
+        description: spec_phase
+            .map(|p| p.description.clone())
+            .unwrap_or_default(),
+        terminal: spec_phase.is_some_and(|p| p.terminal),
+        entered: object.entered().map(round),
+        for_: object.entered().map(|e| human(now.duration_since(e))),
+        phase,
+        ways_out,
+        paused: object.paused().map(str::to_owned),
+        stalled: condition_text("Stalled").filter(|s| s.starts_with("True")),
+        ready: condition_text("Ready"),
+        waiting_for,
+        history,
+    }
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::new();
+        let _ = write!(out, "{}", self.object);
+        if !self.namespace.is_empty() {
+            let _ = write!(out, " in {}", self.namespace);
+        }
+        out.push('\n');
+        match &self.phase {
+            None => out.push_str("Phase:    none yet (the operator has not seen it)\n"),
+            Some(phase) => {
+                let _ = write!(out, "Phase:    {phase}");
+                if !self.description.is_empty() {
+                    let _ = write!(out, " — {}", self.description);
+                }
+                out.push('\n');
+                match (&self.entered, &self.for_) {
+                    (Some(at), Some(for_)) => {
+                        let _ = writeln!(out, "Since:    {at} ({for_})");
+                    }
+                    _ => out.push_str("Since:    unknown (moved by another writer; its clock starts when the operator sees it)\n"),
+                }
+            }
+        }
+        if let Some(ready) = &self.ready {
+            let _ = writeln!(out, "Ready:    {ready}");
+        }
+        if let Some(paused) = &self.paused {
+            let _ = writeln!(
+                out,
+                "Paused:   {paused} (no step runs; `kubectl fsm resume` ends it)"
+            );
+        }
+        if let Some(stalled) = &self.stalled {
+            let _ = writeln!(out, "Stalled:  {stalled}");
+        }
+        let (manual, engine): (Vec<&WayOut>, Vec<&WayOut>) =
+            self.ways_out.iter().partition(|w| w.by == "manual");
+        if self.terminal {
+            out.push_str("The engine never leaves this phase (terminal).\n");
+        } else if !engine.is_empty() {
+            out.push_str("Ways out:\n");
+        }
+        for way in engine {
+            let _ = match way.by {
+                "rule" => {
+                    let reads: Vec<String> = way
+                        .requires
+                        .iter()
+                        .map(|r| format!("{} {} (is {})", r.condition, r.needs, r.is))
+                        .collect();
+                    let verdict = if way.holds == Some(true) {
+                        "holds: the next step moves it"
+                    } else {
+                        "does not hold"
+                    };
+                    writeln!(
+                        out,
+                        "  → {:<12} when {} — {verdict}",
+                        way.to,
+                        reads.join(" and ")
+                    )
+                }
+                "event" => writeln!(
+                    out,
+                    "  → {:<12} when the handler fires {}",
+                    way.to,
+                    way.event.as_deref().unwrap_or_default()
+                ),
+                "timeout" => writeln!(
+                    out,
+                    "  → {:<12} timeout {}, due {}",
+                    way.to,
+                    way.event.as_deref().unwrap_or_default(),
+                    way.due.as_deref().unwrap_or_default()
+                ),
+                _ => writeln!(out, "  → {:<12} when the handler chooses it", way.to),
+            };
+        }
+        if !self.waiting_for.is_empty() {
+            let _ = writeln!(out, "Waiting for: {}", self.waiting_for.join("; "));
+        }
+        if !manual.is_empty() {
+            let targets: Vec<&str> = manual.iter().map(|w| w.to.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "Manual moves (people only): {} — `kubectl fsm move {} PHASE --reason ...`",
+                targets.join(", "),
+                self.object.to_ascii_lowercase()
+            );
+        }
+        if !self.history.is_empty() {
+            out.push_str("Last transitions:\n");
+            for line in &self.history {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+        f.write_str(&out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

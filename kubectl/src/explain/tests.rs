@@ -1,0 +1,112 @@
+//! `explain` of a Database in every phase, against the checked-in snapshots
+//! (`tests/snapshots/explain-*.txt`; `UPDATE_SNAPSHOTS=1` rewrites them after a deliberate
+//! change).
+
+use k8s_openapi::jiff::Timestamp;
+use kube_fsm::machine::Description;
+use kube_fsm_testkit::resources::DatabasePhase;
+use serde_json::{Value, json};
+
+use super::explain;
+use crate::object::Stored;
+
+const NOW: &str = "2026-12-02T10:00:00Z";
+
+fn database(phase: &str, entered: &str, conditions: &[(&str, &str)], annotations: Value) -> Value {
+    let conditions: Vec<Value> = conditions
+        .iter()
+        .map(|(t, s)| json!({ "type": t, "status": s, "reason": "Test", "message": "", "lastTransitionTime": "2026-12-02T09:00:00Z" }))
+        .collect();
+    json!({
+        "metadata": { "name": "db", "namespace": "shop", "annotations": annotations },
+        "status": {
+            "phase": phase, "enteredPhase": phase, "lastPhaseTransitionTime": entered,
+            "conditions": conditions,
+        },
+    })
+}
+
+fn check(name: &str, object: &Value, history: Vec<String>) {
+    let machine = Description::of(DatabasePhase::MACHINE);
+    let now: Timestamp = NOW.parse().unwrap();
+    let text = explain(&machine, &Stored(object), history, now).to_string();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/snapshots/explain-{name}.txt"));
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_SNAPSHOTS=1 writes it)", path.display()));
+    assert_eq!(
+        text, expected,
+        "explain-{name} changed; rerun with UPDATE_SNAPSHOTS=1 if on purpose"
+    );
+}
+
+#[test]
+fn every_phase_of_the_database_is_explained_as_the_snapshots_say() {
+    let none = json!({});
+    check(
+        "pending",
+        &database("Pending", "2026-12-02T09:59:30Z", &[], none.clone()),
+        vec![],
+    );
+    // Stuck: the rule out waits for PodsReady, and the timeout is due in 4 minutes.
+    check(
+        "provisioning",
+        &database(
+            "Provisioning",
+            "2026-12-02T09:54:00Z",
+            &[("PodsReady", "False"), ("Reconciling", "True")],
+            none.clone(),
+        ),
+        vec!["2026-12-02T09:54:00Z  Accept               Pending → Provisioning".into()],
+    );
+    check(
+        "running",
+        &database(
+            "Running",
+            "2026-12-01T10:00:00Z",
+            &[
+                ("PodsReady", "True"),
+                ("ServiceAvailable", "True"),
+                ("Ready", "True"),
+            ],
+            none.clone(),
+        ),
+        vec![],
+    );
+    check(
+        "degraded",
+        &database(
+            "Degraded",
+            "2026-12-02T09:58:00Z",
+            &[
+                ("PodsReady", "True"),
+                ("ServiceAvailable", "False"),
+                ("Ready", "False"),
+            ],
+            none.clone(),
+        ),
+        vec![],
+    );
+    check(
+        "failed",
+        &database(
+            "Failed",
+            "2026-12-02T08:00:00Z",
+            &[("Stalled", "True")],
+            none,
+        ),
+        vec![],
+    );
+    // Paused mid-Provisioning for 30 minutes: the timeout moves out by as much.
+    let mut paused = database(
+        "Provisioning",
+        "2026-12-02T09:54:00Z",
+        &[("PodsReady", "False")],
+        json!({ "kube-fsm.dev/paused": "INC-42" }),
+    );
+    paused["status"]["pausedSeconds"] = json!(1800);
+    check("provisioning-paused", &paused, vec![]);
+}

@@ -1,0 +1,283 @@
+//! `kubectl fsm`: explains, moves, pauses and draws the objects of any resource built with
+//! kube-fsm, from the machine its CRD carries (the `kube-fsm.dev/machine` annotation).
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams};
+
+mod act;
+mod diagram;
+mod explain;
+mod object;
+mod table;
+mod target;
+
+use object::Stored;
+use target::Target;
+
+/// What a command fails with.
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Parser)]
+#[command(
+    name = "kubectl fsm",
+    version,
+    about = "Explain, move, pause and draw kube-fsm resources"
+)]
+struct Cli {
+    /// The namespace (default: the kubeconfig context's).
+    #[arg(short, long, global = true)]
+    namespace: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// A table of the objects: phase, for how long, Ready, what moves each next.
+    Get {
+        /// The resource (kind, plural, singular, short name or plural.group).
+        kind: String,
+        /// Objects of every namespace.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// Why one object is where it is.
+    Explain {
+        /// KIND/NAME.
+        object: String,
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// Moves an object to PHASE along a manual or legal edge (checked against the machine).
+    Move {
+        /// KIND/NAME.
+        object: String,
+        /// The phase to move it to.
+        phase: String,
+        /// Why (recorded in the Event).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Pauses an object: the operator takes no step until it is resumed.
+    Pause {
+        /// KIND/NAME.
+        object: String,
+        /// Why (shown in its Paused condition).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Resumes a paused object.
+    Resume {
+        /// KIND/NAME.
+        object: String,
+    },
+    /// Asks the operator to reconcile an object now.
+    Reconcile {
+        /// KIND/NAME.
+        object: String,
+    },
+    /// The machine as Mermaid or DOT.
+    Diagram {
+        /// The resource.
+        kind: String,
+        /// Label each phase with the number of objects in it.
+        #[arg(long)]
+        live: bool,
+        /// With --live: count the objects of every namespace.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        #[arg(long, value_parser = ["mermaid", "dot"], default_value = "mermaid")]
+        format: String,
+    },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `KIND/NAME` split.
+fn kind_and_name(object: &str) -> Result<(&str, &str), Error> {
+    object
+        .split_once('/')
+        .filter(|(k, n)| !k.is_empty() && !n.is_empty())
+        .ok_or_else(|| format!("expected KIND/NAME, e.g. database/db, not {object:?}").into())
+}
+
+struct Session {
+    client: Client,
+    namespace: String,
+}
+
+impl Session {
+    fn api(&self, target: &Target, all: bool) -> Api<DynamicObject> {
+        if !target.namespaced || all {
+            Api::all_with(self.client.clone(), &target.resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), &self.namespace, &target.resource)
+        }
+    }
+
+    async fn list(&self, target: &Target, all: bool) -> Result<Vec<serde_json::Value>, Error> {
+        let objects = self.api(target, all).list(&ListParams::default()).await?;
+        objects
+            .items
+            .iter()
+            .map(|o| Ok(serde_json::to_value(o)?))
+            .collect()
+    }
+
+    /// The object's Events, oldest first, as history lines (the last ten).
+    async fn history(&self, object: &serde_json::Value) -> Vec<String> {
+        let stored = Stored(object);
+        let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
+        let ns = stored.namespace();
+        let api: Api<Event> = if ns.is_empty() {
+            Api::all(self.client.clone())
+        } else {
+            Api::namespaced(self.client.clone(), ns)
+        };
+        let params =
+            ListParams::default().fields(&format!("involvedObject.name={}", stored.name()));
+        let Ok(events) = api.list(&params).await else {
+            return Vec::new();
+        };
+        let mut lines: Vec<(String, String)> = events
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.uid.as_deref() == Some(uid))
+            .map(|e| {
+                let at = e
+                    .event_time
+                    .map(|t| t.0)
+                    .or(e.last_timestamp.map(|t| t.0))
+                    .or(e.metadata.creation_timestamp.map(|t| t.0))
+                    .map(|t| t.to_string())
+                    .unwrap_or_default();
+                let line = format!(
+                    "{at}  {:<20} {}",
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default()
+                );
+                (at, line)
+            })
+            .collect();
+        lines.sort();
+        let skip = lines.len().saturating_sub(10);
+        lines.into_iter().skip(skip).map(|(_, l)| l).collect()
+    }
+}
+
+async fn run(cli: Cli) -> Result<String, Error> {
+    let client = Client::try_default().await?;
+    let namespace = cli
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let session = Session { client, namespace };
+    let now = Timestamp::now();
+    match cli.command {
+        Command::Get {
+            kind,
+            all_namespaces,
+            output,
+        } => {
+            let target = Target::resolve(&session.client, &kind).await?;
+            let objects = session.list(&target, all_namespaces).await?;
+            let rows: Vec<table::Row> = objects
+                .iter()
+                .map(|o| table::row(&target.machine, &Stored(o), now))
+                .collect();
+            Ok(match output {
+                Output::Json => serde_json::to_string_pretty(&rows)? + "\n",
+                Output::Table => table::render(&rows, all_namespaces),
+            })
+        }
+        Command::Explain { object, output } => {
+            let (kind, name) = kind_and_name(&object)?;
+            let target = Target::resolve(&session.client, kind).await?;
+            let stored = serde_json::to_value(session.api(&target, false).get(name).await?)?;
+            let history = session.history(&stored).await;
+            let explanation = explain::explain(&target.machine, &Stored(&stored), history, now);
+            Ok(match output {
+                Output::Json => serde_json::to_string_pretty(&explanation)? + "\n",
+                Output::Table => explanation.to_string(),
+            })
+        }
+        Command::Move {
+            object,
+            phase,
+            reason,
+        } => {
+            let (kind, name) = kind_and_name(&object)?;
+            let target = Target::resolve(&session.client, kind).await?;
+            let api = session.api(&target, false);
+            Ok(act::move_to(&session.client, &target, &api, name, &phase, &reason).await? + "\n")
+        }
+        Command::Pause { object, reason } => {
+            let (kind, name) = kind_and_name(&object)?;
+            let target = Target::resolve(&session.client, kind).await?;
+            act::pause(&session.api(&target, false), name, reason.as_deref()).await?;
+            Ok(format!("{}/{name} paused\n", target.machine.kind))
+        }
+        Command::Resume { object } => {
+            let (kind, name) = kind_and_name(&object)?;
+            let target = Target::resolve(&session.client, kind).await?;
+            act::resume(&session.api(&target, false), name).await?;
+            Ok(format!("{}/{name} resumed\n", target.machine.kind))
+        }
+        Command::Reconcile { object } => {
+            let (kind, name) = kind_and_name(&object)?;
+            let target = Target::resolve(&session.client, kind).await?;
+            let at = act::reconcile(&session.api(&target, false), name).await?;
+            Ok(format!(
+                "{}/{name}: reconcile requested at {at}\n",
+                target.machine.kind
+            ))
+        }
+        Command::Diagram {
+            kind,
+            live,
+            all_namespaces,
+            format,
+        } => {
+            let target = Target::resolve(&session.client, &kind).await?;
+            let counts = if live {
+                let mut counts = BTreeMap::new();
+                for o in session.list(&target, all_namespaces).await? {
+                    if let Some(phase) = Stored(&o).phase() {
+                        *counts.entry(phase.to_owned()).or_insert(0) += 1;
+                    }
+                }
+                Some(counts)
+            } else {
+                None
+            };
+            Ok(diagram::diagram(&target.machine, &format, counts.as_ref()))
+        }
+    }
+}

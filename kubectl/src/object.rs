@@ -1,0 +1,97 @@
+//! What a stored object says about its machine: phase, entry time, conditions, pause.
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
+
+/// The annotation that pauses an object.
+pub const PAUSED: &str = "kube-fsm.dev/paused";
+/// The annotation that asks for a reconcile now.
+pub const RECONCILE: &str = "kube-fsm.dev/reconcile-requested-at";
+
+/// A stored object, read as JSON.
+pub struct Stored<'a>(pub &'a Value);
+
+impl Stored<'_> {
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.0["metadata"]["name"].as_str().unwrap_or_default()
+    }
+
+    /// `metadata.namespace`, or "".
+    pub fn namespace(&self) -> &str {
+        self.0["metadata"]["namespace"].as_str().unwrap_or_default()
+    }
+
+    /// `status.phase`.
+    pub fn phase(&self) -> Option<&str> {
+        self.0["status"]["phase"].as_str()
+    }
+
+    /// When the current phase was entered, if the recorded time is its own.
+    pub fn entered(&self) -> Option<Timestamp> {
+        let status = &self.0["status"];
+        let entered_phase = status["enteredPhase"].as_str();
+        if entered_phase.is_some() && entered_phase != self.phase() {
+            return None;
+        }
+        status["lastPhaseTransitionTime"].as_str()?.parse().ok()
+    }
+
+    /// The condition of `type_`: its status, reason, message and last transition time.
+    pub fn condition(&self, type_: &str) -> Option<&Value> {
+        self.0["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == type_)
+    }
+
+    /// The status of condition `type_` (`True`, `False`, `Unknown`), or `absent`.
+    pub fn condition_status(&self, type_: &str) -> &str {
+        self.condition(type_)
+            .and_then(|c| c["status"].as_str())
+            .unwrap_or("absent")
+    }
+
+    /// The pause annotation's value, unless it says `false`.
+    pub fn paused(&self) -> Option<&str> {
+        let value = self.0["metadata"]["annotations"][PAUSED].as_str()?;
+        (value.trim() != "false").then_some(value)
+    }
+
+    /// Time spent paused in the current phase at `now`: the recorded seconds and a pause still
+    /// running (counted from the `Paused` condition).
+    pub fn paused_for(&self, now: Timestamp) -> SignedDuration {
+        let recorded =
+            SignedDuration::from_secs(self.0["status"]["pausedSeconds"].as_i64().unwrap_or(0));
+        let running = self
+            .condition("Paused")
+            .filter(|c| c["status"] == "True")
+            .and_then(|c| c["lastTransitionTime"].as_str()?.parse::<Timestamp>().ok())
+            .map_or(SignedDuration::ZERO, |since| now.duration_since(since));
+        recorded + running
+    }
+}
+
+/// A duration as kubectl writes ages: `45s`, `12m`, `3h20m`, `2d4h`.
+pub fn human(duration: SignedDuration) -> String {
+    let secs = duration.as_secs().max(0);
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86_400 => match (secs / 3600, secs % 3600 / 60) {
+            (h, 0) => format!("{h}h"),
+            (h, m) => format!("{h}h{m}m"),
+        },
+        _ => match (secs / 86_400, secs % 86_400 / 3600) {
+            (d, 0) => format!("{d}d"),
+            (d, h) => format!("{d}d{h}h"),
+        },
+    }
+}
+
+/// A duration in milliseconds as the spec writes it: `10m`, `90s`, `6h`.
+pub fn spec_duration(ms: u64) -> String {
+    human(SignedDuration::from_millis(
+        i64::try_from(ms).unwrap_or(i64::MAX),
+    ))
+}

@@ -1,0 +1,166 @@
+//! `kubectl fsm` against the real API server: it finds the Database's machine in its CRD, lists
+//! and explains objects, refuses a move the machine has no edge for (with the API server's own
+//! words), retries a failed Database by its manual edge (the operator converges it and names
+//! `kubectl-fsm` as the writer), pauses, resumes, asks for a reconcile and draws the live
+//! machine.
+
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
+use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::operator::{self, Running};
+use kube_fsm_testkit::resources::{Database, sample};
+use serde_json::json;
+
+/// Runs `kubectl-fsm` with `args` in namespace `ns`: success and output.
+async fn fsm(ns: &str, args: &[&str]) -> (bool, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-fsm"))
+        .args(args)
+        .args(["-n", ns])
+        .output()
+        .await
+        .expect("run kubectl-fsm");
+    let mut said = String::from_utf8_lossy(&output.stdout).into_owned();
+    said.push_str(&String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), said)
+}
+
+async fn ok(ns: &str, args: &[&str]) -> String {
+    let (ok, said) = fsm(ns, args).await;
+    assert!(ok, "kubectl fsm {args:?} failed: {said}");
+    said
+}
+
+#[tokio::test]
+async fn an_on_call_engineer_explains_retries_pauses_and_draws_a_database() {
+    let Some((client, ns)) = cluster::prepare("kubectl_fsm", "fsm-plugin").await else {
+        return;
+    };
+    let operator = Running::spawn(operator::in_namespace::<Database, _>(
+        &client, &ns, Databases,
+    ));
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    api.create(&PostParams::default(), &sample("db"))
+        .await
+        .expect("create");
+    wait_phase(&api, "db", "Running").await;
+
+    let table = ok(&ns, &["get", "databases"]).await;
+    assert!(table.starts_with("NAME   PHASE"), "{table}");
+    assert!(table.contains("db     Running"), "{table}");
+    assert!(table.contains("Degraded when !ServiceAvailable"), "{table}");
+    let explained = ok(&ns, &["explain", "db/db"]).await;
+    assert!(
+        explained.contains("Phase:    Running — Serving."),
+        "{explained}"
+    );
+    assert!(explained.contains("Ready:    True"), "{explained}");
+    assert!(
+        explained.contains("Accept"),
+        "the history from Events: {explained}"
+    );
+    let as_json: serde_json::Value =
+        serde_json::from_str(&ok(&ns, &["explain", "database/db", "-o", "json"]).await)
+            .expect("json");
+    assert_eq!(as_json["phase"], "Running");
+
+    // The handler gave up (as a Fail event would leave it): Failed.
+    let failed = json!({ "status": { "phase": "Failed" } });
+    api.patch_status("db", &PatchParams::default(), &Patch::Merge(&failed))
+        .await
+        .expect("fail it");
+    let (moved, said) = fsm(&ns, &["move", "database/db", "Running", "--reason", "try"]).await;
+    assert!(!moved, "{said}");
+    assert!(
+        said.contains(
+            "cannot move from Failed to Running: the Database state machine has no such transition"
+        ),
+        "{said}"
+    );
+    let said = ok(
+        &ns,
+        &[
+            "move",
+            "database/db",
+            "Pending",
+            "--reason",
+            "disk replaced",
+        ],
+    )
+    .await;
+    assert!(
+        said.contains("moved from Failed to Pending (a manual transition)"),
+        "{said}"
+    );
+    wait_phase(&api, "db", "Running").await;
+    let events = eventually(Duration::from_secs(15), || async {
+        let all = cluster::events(&client, &ns, "ManualTransition").await;
+        let moved = cluster::events(&client, &ns, "MovedByHand").await;
+        (!all.is_empty() && !moved.is_empty()).then_some((all, moved))
+    })
+    .await
+    .expect("the engine's and the plugin's Events");
+    assert!(
+        events.0[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("by field manager kubectl-fsm"),
+        "{:?}",
+        events.0[0].note
+    );
+    assert!(
+        events.1[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .ends_with("disk replaced"),
+        "{:?}",
+        events.1[0].note
+    );
+
+    // Pause, resume, reconcile.
+    ok(&ns, &["pause", "database/db", "--reason", "INC-42"]).await;
+    let paused = eventually(Duration::from_secs(15), || async {
+        let db = api.get("db").await.ok()?;
+        let paused = db.status.as_ref()?.machine.condition("Paused")?.status == "True";
+        paused.then_some(())
+    })
+    .await;
+    assert!(paused.is_some(), "the operator did not say it is paused");
+    let table = ok(&ns, &["get", "db"]).await;
+    assert!(table.contains("paused"), "{table}");
+    ok(&ns, &["resume", "database/db"]).await;
+    let said = ok(&ns, &["reconcile", "database/db"]).await;
+    let at = said.rsplit(' ').next().expect("a time").trim().to_owned();
+    let handled = eventually(Duration::from_secs(15), || async {
+        let db = api.get("db").await.ok()?;
+        (db.status?.machine.last_handled_reconcile_at? == at).then_some(())
+    })
+    .await;
+    assert!(
+        handled.is_some(),
+        "the reconcile request {at} was not handled"
+    );
+
+    let drawn = ok(&ns, &["diagram", "databases", "--live"]).await;
+    assert!(drawn.starts_with("stateDiagram-v2\n"), "{drawn}");
+    assert!(
+        drawn.contains("state \"Running (1)\" as Running"),
+        "{drawn}"
+    );
+    assert!(drawn.contains("Failed --> Pending: manual"), "{drawn}");
+    let dot = ok(&ns, &["diagram", "databases", "--format", "dot"]).await;
+    assert!(
+        dot.contains("Failed -> Pending [label=\"manual\", style=dotted];"),
+        "{dot}"
+    );
+    let (found, said) = fsm(&ns, &["get", "configmaps"]).await;
+    assert!(
+        !found && said.contains("no custom resource named \"configmaps\""),
+        "{said}"
+    );
+    operator.stop().await;
+}
