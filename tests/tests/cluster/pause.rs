@@ -79,6 +79,17 @@ async fn wait_for(
     .unwrap_or_else(|| panic!("{name}: {what}"))
 }
 
+/// An operator of Sleepers in `ns`: their API, its handlers (to count calls) and the operator.
+fn start(client: &kube::Client, ns: &str) -> (Api<Sleeper>, Sleepers, Running) {
+    let handlers = Sleepers::default();
+    let operator = Running::spawn(operator::in_namespace::<Sleeper, _>(
+        client,
+        ns,
+        handlers.clone(),
+    ));
+    (Api::namespaced(client.clone(), ns), handlers, operator)
+}
+
 /// The tests of this file one at a time: the first counts every status PATCH of Sleepers the
 /// API server answers, so no other may write one meanwhile.
 static SLEEPERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -103,13 +114,7 @@ async fn a_paused_object_is_left_alone_past_its_timeout_and_resumes_with_the_pau
     let Some((client, ns)) = cluster::prepare("pause::timeout", "fsm-pause").await else {
         return;
     };
-    let api: Api<Sleeper> = Api::namespaced(client.clone(), &ns);
-    let handlers = Sleepers::default();
-    let operator = Running::spawn(operator::in_namespace::<Sleeper, _>(
-        &client,
-        &ns,
-        handlers.clone(),
-    ));
+    let (api, handlers, operator) = start(&client, &ns);
     api.create(&PostParams::default(), &Sleeper::new("s", SleeperSpec {}))
         .await
         .expect("create");
@@ -172,13 +177,7 @@ async fn deletion_runs_cleanup_while_paused() {
     let Some((client, ns)) = cluster::prepare("pause::deletion", "fsm-pause-delete").await else {
         return;
     };
-    let api: Api<Sleeper> = Api::namespaced(client.clone(), &ns);
-    let handlers = Sleepers::default();
-    let operator = Running::spawn(operator::in_namespace::<Sleeper, _>(
-        &client,
-        &ns,
-        handlers.clone(),
-    ));
+    let (api, handlers, operator) = start(&client, &ns);
     let mut sleeper = Sleeper::new("s", SleeperSpec {});
     sleeper
         .annotations_mut()
@@ -210,13 +209,7 @@ async fn a_reconcile_request_is_handled_at_once_during_a_backoff_and_recorded() 
     else {
         return;
     };
-    let api: Api<Sleeper> = Api::namespaced(client.clone(), &ns);
-    let handlers = Sleepers::default();
-    let operator = Running::spawn(operator::in_namespace::<Sleeper, _>(
-        &client,
-        &ns,
-        handlers.clone(),
-    ));
+    let (api, handlers, operator) = start(&client, &ns);
     let mut sleeper = Sleeper::new("s", SleeperSpec {});
     sleeper
         .annotations_mut()
