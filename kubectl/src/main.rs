@@ -7,8 +7,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
 
 mod act;
 mod diagram;
@@ -33,6 +34,13 @@ struct Cli {
     /// The namespace (default: the kubeconfig context's).
     #[arg(short, long, global = true)]
     namespace: Option<String>,
+    /// The kubeconfig context to use (default: the current one).
+    #[arg(long, global = true)]
+    context: Option<String>,
+    /// The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a Pod, its service
+    /// account).
+    #[arg(long, global = true)]
+    kubeconfig: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -193,7 +201,18 @@ impl Session {
 }
 
 async fn run(cli: Cli) -> Result<String, Error> {
-    let client = Client::try_default().await?;
+    let options = KubeConfigOptions {
+        context: cli.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &cli.kubeconfig {
+        Some(path) => {
+            Config::from_custom_kubeconfig(Kubeconfig::read_from(path)?, &options).await?
+        }
+        None if cli.context.is_some() => Config::from_kubeconfig(&options).await?,
+        None => Config::infer().await?,
+    };
+    let client = Client::try_from(config)?;
     let namespace = cli
         .namespace
         .clone()

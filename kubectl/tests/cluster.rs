@@ -157,6 +157,12 @@ async fn an_on_call_engineer_explains_retries_pauses_and_draws_a_database() {
         dot.contains("Failed -> Pending [label=\"manual\", style=dotted];"),
         "{dot}"
     );
+    // A kubeconfig and a context named on the command line, as kubectl takes them.
+    let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG");
+    let table = ok(&ns, &["get", "databases", "--kubeconfig", &kubeconfig]).await;
+    assert!(table.contains("db     Running"), "{table}");
+    let (found, said) = fsm(&ns, &["get", "databases", "--context", "no-such-context"]).await;
+    assert!(!found && said.contains("no-such-context"), "{said}");
     let (found, said) = fsm(&ns, &["get", "configmaps"]).await;
     assert!(
         !found && said.contains("no custom resource named \"configmaps\""),
