@@ -9,14 +9,30 @@ use serde::Serialize;
 
 use crate::object::{Stored, human, spec_duration};
 
+/// What takes a way out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum By {
+    /// A `when` rule, when its conditions hold.
+    Rule,
+    /// The handler firing an event.
+    Event,
+    /// The handler choosing it.
+    Handler,
+    /// The phase's timeout.
+    Timeout,
+    /// A person (a manual edge).
+    Manual,
+}
+
 /// One way out of the phase.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WayOut {
     /// The phase it leads to.
     pub to: String,
-    /// `rule`, `event`, `handler`, `timeout` or `manual`.
-    pub by: &'static str,
+    /// What takes it.
+    pub by: By,
     /// The event, for `event`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event: Option<String>,
@@ -86,7 +102,7 @@ pub fn ways_out(
     for t in machine.out_of(phase) {
         let mut way = WayOut {
             to: t.to.clone(),
-            by: "handler",
+            by: By::Handler,
             event: None,
             requires: Vec::new(),
             holds: None,
@@ -94,13 +110,13 @@ pub fn ways_out(
         };
         match &t.trigger {
             TriggerDescription::Handler => {}
-            TriggerDescription::Manual => way.by = "manual",
+            TriggerDescription::Manual => way.by = By::Manual,
             TriggerDescription::On(event) => {
-                way.by = "event";
+                way.by = By::Event;
                 way.event = Some(event.clone());
             }
             TriggerDescription::When(reqs) => {
-                way.by = "rule";
+                way.by = By::Rule;
                 way.requires = reqs
                     .iter()
                     .map(|r| Requirement {
@@ -128,7 +144,7 @@ pub fn ways_out(
         });
         out.push(WayOut {
             to: timeout.to.clone(),
-            by: "timeout",
+            by: By::Timeout,
             event: Some(timeout.reason.clone()),
             requires: Vec::new(),
             holds: None,
@@ -247,7 +263,7 @@ impl fmt::Display for Explanation {
             let _ = writeln!(out, "Stalled:  {stalled}");
         }
         let (manual, engine): (Vec<&WayOut>, Vec<&WayOut>) =
-            self.ways_out.iter().partition(|w| w.by == "manual");
+            self.ways_out.iter().partition(|w| w.by == By::Manual);
         if self.terminal {
             out.push_str("The engine never leaves this phase (terminal).\n");
         } else if !engine.is_empty() {
@@ -255,7 +271,7 @@ impl fmt::Display for Explanation {
         }
         for way in engine {
             let _ = match way.by {
-                "rule" => {
+                By::Rule => {
                     let reads: Vec<String> = way
                         .requires
                         .iter()
@@ -273,20 +289,22 @@ impl fmt::Display for Explanation {
                         reads.join(" and ")
                     )
                 }
-                "event" => writeln!(
+                By::Event => writeln!(
                     out,
                     "  → {:<12} when the handler fires {}",
                     way.to,
                     way.event.as_deref().unwrap_or_default()
                 ),
-                "timeout" => writeln!(
+                By::Timeout => writeln!(
                     out,
                     "  → {:<12} timeout {}, due {}",
                     way.to,
                     way.event.as_deref().unwrap_or_default(),
                     way.due.as_deref().unwrap_or_default()
                 ),
-                _ => writeln!(out, "  → {:<12} when the handler chooses it", way.to),
+                By::Handler | By::Manual => {
+                    writeln!(out, "  → {:<12} when the handler chooses it", way.to)
+                }
             };
         }
         if !self.waiting_for.is_empty() {

@@ -4,7 +4,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube_fsm::machine::Description;
 use serde::Serialize;
 
-use crate::explain::ways_out;
+use crate::explain::{By, ways_out};
 use crate::object::{Stored, human};
 
 /// One object's row.
@@ -35,9 +35,9 @@ pub fn row(machine: &Description, object: &Stored<'_>, now: Timestamp) -> Row {
     } else {
         let ways: Vec<String> = ways_out(machine, object, phase, now)
             .into_iter()
-            .filter(|w| w.by != "manual")
+            .filter(|w| w.by != By::Manual)
             .map(|w| match w.by {
-                "rule" => {
+                By::Rule => {
                     let reads: Vec<String> = w
                         .requires
                         .iter()
@@ -51,9 +51,9 @@ pub fn row(machine: &Description, object: &Stored<'_>, now: Timestamp) -> Row {
                         .collect();
                     format!("{} when {}", w.to, reads.join(" && "))
                 }
-                "event" => format!("{} on {}", w.to, w.event.unwrap_or_default()),
-                "timeout" => format!("{} by timeout", w.to),
-                _ => format!("{} by its handler", w.to),
+                By::Event => format!("{} on {}", w.to, w.event.unwrap_or_default()),
+                By::Timeout => format!("{} by timeout", w.to),
+                By::Handler | By::Manual => format!("{} by its handler", w.to),
             })
             .collect();
         if ways.is_empty() {
