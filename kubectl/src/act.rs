@@ -10,7 +10,9 @@ use kube_fsm::machine::Move;
 use serde_json::json;
 
 use crate::Error;
-use crate::object::{PAUSED, RECONCILE, Stored};
+use kube_fsm::machine::{PAUSED_ANNOTATION, RECONCILE_ANNOTATION};
+
+use crate::object::Stored;
 use crate::target::Target;
 
 /// The field manager of every write.
@@ -109,17 +111,17 @@ pub async fn pause(
     name: &str,
     reason: Option<&str>,
 ) -> Result<(), Error> {
-    annotate(api, name, PAUSED, Some(reason.unwrap_or("true"))).await
+    annotate(api, name, PAUSED_ANNOTATION, Some(reason.unwrap_or("true"))).await
 }
 
 /// Resumes `name`.
 pub async fn resume(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
-    annotate(api, name, PAUSED, None).await
+    annotate(api, name, PAUSED_ANNOTATION, None).await
 }
 
 /// Asks for a reconcile of `name` now.
 pub async fn reconcile(api: &Api<DynamicObject>, name: &str) -> Result<String, Error> {
     let now = Timestamp::now().to_string();
-    annotate(api, name, RECONCILE, Some(&now)).await?;
+    annotate(api, name, RECONCILE_ANNOTATION, Some(&now)).await?;
     Ok(now)
 }

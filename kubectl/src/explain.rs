@@ -4,7 +4,7 @@
 use std::fmt::{self, Write as _};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube_fsm::machine::{Description, TriggerDescription};
+use kube_fsm::machine::{Description, READY, STALLED, TriggerDescription};
 use serde::Serialize;
 
 use crate::object::{Stored, human, spec_duration};
@@ -193,7 +193,7 @@ pub fn explain(
         .map(|p| ways_out(machine, object, p, now))
         .unwrap_or_default();
     // What keeps it here, unless it is where it should be (Ready).
-    let ready = object.condition_status("Ready") == "True";
+    let ready = object.condition_status(READY) == "True";
     let waiting_for = ways_out
         .iter()
         .filter(|_| !ready)
@@ -219,8 +219,8 @@ pub fn explain(
         phase,
         ways_out,
         paused: object.paused().map(str::to_owned),
-        stalled: condition_text("Stalled").filter(|s| s.starts_with("True")),
-        ready: condition_text("Ready"),
+        stalled: condition_text(STALLED).filter(|s| s.starts_with("True")),
+        ready: condition_text(READY),
         waiting_for,
         history,
     }

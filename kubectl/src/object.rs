@@ -1,12 +1,10 @@
 //! What a stored object says about its machine: phase, entry time, conditions, pause.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::ObjectMeta;
+use kube_fsm::machine::{PAUSED_ANNOTATION, pause_requested, paused_for};
 use serde_json::Value;
-
-/// The annotation that pauses an object.
-pub const PAUSED: &str = "kube-fsm.dev/paused";
-/// The annotation that asks for a reconcile now.
-pub const RECONCILE: &str = "kube-fsm.dev/reconcile-requested-at";
 
 /// A stored object, read as JSON.
 pub struct Stored<'a>(pub &'a Value);
@@ -52,23 +50,21 @@ impl Stored<'_> {
             .unwrap_or("absent")
     }
 
-    /// The pause annotation's value, unless it says `false`.
+    /// The pause annotation's value, while it pauses the object (as the engine reads it).
     pub fn paused(&self) -> Option<&str> {
-        let value = self.0["metadata"]["annotations"][PAUSED].as_str()?;
-        (value.trim() != "false").then_some(value)
+        let meta: ObjectMeta = serde_json::from_value(self.0["metadata"].clone()).ok()?;
+        pause_requested(&meta)?;
+        self.0["metadata"]["annotations"][PAUSED_ANNOTATION].as_str()
     }
 
-    /// Time spent paused in the current phase at `now`: the recorded seconds and a pause still
-    /// running (counted from the `Paused` condition).
+    /// Time spent paused in the current phase at `now`, as the engine counts it toward the
+    /// phase's timeout.
     pub fn paused_for(&self, now: Timestamp) -> SignedDuration {
-        let recorded =
-            SignedDuration::from_secs(self.0["status"]["pausedSeconds"].as_i64().unwrap_or(0));
-        let running = self
-            .condition("Paused")
-            .filter(|c| c["status"] == "True")
-            .and_then(|c| c["lastTransitionTime"].as_str()?.parse::<Timestamp>().ok())
-            .map_or(SignedDuration::ZERO, |since| now.duration_since(since));
-        recorded + running
+        let status = &self.0["status"];
+        let conditions: Vec<Condition> =
+            serde_json::from_value(status["conditions"].clone()).unwrap_or_default();
+        let paused = paused_for(status["pausedSeconds"].as_i64(), &conditions, now);
+        SignedDuration::try_from(paused).unwrap_or(SignedDuration::MAX)
     }
 }
 

@@ -1,7 +1,7 @@
 //! `kubectl fsm get`: one row per object — phase, for how long, Ready, what moves it next.
 
 use k8s_openapi::jiff::Timestamp;
-use kube_fsm::machine::Description;
+use kube_fsm::machine::{Description, READY};
 use serde::Serialize;
 
 use crate::explain::{By, ways_out};
@@ -62,7 +62,7 @@ pub fn row(machine: &Description, object: &Stored<'_>, now: Timestamp) -> Row {
             ways.join(", ")
         }
     };
-    let ready = match object.condition_status("Ready") {
+    let ready = match object.condition_status(READY) {
         "absent" => String::new(),
         status => status.to_owned(),
     };

@@ -91,6 +91,13 @@ pub mod machine {
     };
     pub use crate::model::next::Choice;
     pub use crate::model::status::PhaseValue;
+    /// The annotations the engine reads and the conditions it keeps, for tools that read or
+    /// set them on stored objects (`kubectl fsm`): the engine's own definitions.
+    pub use crate::pure::pause::{
+        PAUSED as PAUSED_CONDITION, PAUSED_ANNOTATION, RECONCILE_ANNOTATION, paused_for,
+        requested as pause_requested,
+    };
+    pub use crate::pure::readiness::{READY, RECONCILING, STALLED};
 }
 
 pub mod handler {
