@@ -165,7 +165,12 @@ async fn a_paused_object_is_left_alone_past_its_timeout_and_resumes_with_the_pau
         "{:?}",
         status.paused_seconds
     );
-    assert!(!cluster::events(&client, &ns, "Resumed").await.is_empty());
+    // The Event follows the write that resumed it.
+    let resumed_event = eventually(Duration::from_secs(10), || async {
+        (!cluster::events(&client, &ns, "Resumed").await.is_empty()).then_some(())
+    })
+    .await;
+    assert!(resumed_event.is_some(), "no Resumed Event");
     // And it converges: the timeout, now counted without the pause, still fires.
     wait_phase(&api, "s", "Expired").await;
     operator.stop().await;
