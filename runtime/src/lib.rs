@@ -132,8 +132,12 @@ pub mod deploy {
 }
 
 pub mod metrics {
-    //! Prometheus metrics: controller-runtime's names and `kube_fsm_*`.
-    pub use crate::observe::metrics::Metrics;
+    //! Prometheus metrics: controller-runtime's names and `kube_fsm_*` ([`Metrics`]); the
+    //! alerting and recording rules ([`Alerts`]) and the Grafana dashboard ([`Dashboard`])
+    //! written from the spec over them.
+    pub use crate::observe::alerts::{Alerts, Rule, RuleFile, RuleGroup};
+    pub use crate::observe::dashboard::{Dashboard, Panel};
+    pub use crate::observe::metrics::{DEFAULT_NEAR_TIMEOUT, Metrics};
 }
 
 #[cfg(feature = "otlp")]

@@ -31,6 +31,7 @@ use kube::core::admission::AdmissionReview;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use rustls::ServerConfig;
@@ -87,13 +88,15 @@ struct WebhookLabel {
 
 /// The webhook's metrics, under controller-runtime's names:
 /// `controller_runtime_webhook_requests_total` (`webhook`, `code`),
-/// `controller_runtime_webhook_latency_seconds` (`webhook`) and
-/// `kube_fsm_admission_denied_total` (`webhook`).
+/// `controller_runtime_webhook_latency_seconds` (`webhook`),
+/// `kube_fsm_admission_denied_total` (`webhook`) and `kube_fsm_webhook_serving` (1 while it
+/// accepts connections with a current certificate, as [`WebhookHealth::status`]).
 #[derive(Clone, Debug)]
 pub struct WebhookMetrics {
     requests: Family<Labels, Counter>,
     latency: Family<WebhookLabel, Histogram>,
     denied: Family<WebhookLabel, Counter>,
+    serving: Gauge,
 }
 
 impl Default for WebhookMetrics {
@@ -104,6 +107,7 @@ impl Default for WebhookMetrics {
                 Histogram::new(exponential_buckets(0.000_1, 2.0, 16))
             }),
             denied: Family::default(),
+            serving: Gauge::default(),
         }
     }
 }
@@ -125,6 +129,11 @@ impl WebhookMetrics {
             "kube_fsm_admission_denied",
             "Admission reviews refused, by webhook path",
             self.denied.clone(),
+        );
+        registry.register(
+            "kube_fsm_webhook_serving",
+            "1 while the admission webhook accepts connections with a current certificate",
+            self.serving.clone(),
         );
     }
 }
@@ -276,7 +285,9 @@ impl Webhook {
             metrics,
         } = self;
         health.serving.store(true, Ordering::Release);
-        let _serving = Serving(health.clone());
+        metrics.serving.set(1);
+        let _serving = Serving(health.clone(), metrics.serving.clone());
+        let up = metrics.serving.clone();
         let shared = Arc::new(Shared {
             validator,
             metrics,
@@ -318,6 +329,7 @@ impl Webhook {
                         Ok(false) => {}
                         Err(err) => tracing::warn!(%err, "webhook certificate changed but does not load; serving the old one"),
                     }
+                    up.set(i64::from(result.is_ok()));
                     *health.certificate_error.lock().unwrap_or_else(PoisonError::into_inner) =
                         result.err().map(|err| err.to_string());
                 }
@@ -327,11 +339,12 @@ impl Webhook {
 }
 
 /// Marks the webhook down when `run` ends (dropped or panicked).
-struct Serving(WebhookHealth);
+struct Serving(WebhookHealth, Gauge);
 
 impl Drop for Serving {
     fn drop(&mut self) {
         self.0.serving.store(false, Ordering::Release);
+        self.1.set(0);
     }
 }
 

@@ -135,6 +135,7 @@ impl Drop for InFlight {
 
 impl Shards {
     pub fn new(sharding: Sharding, metrics: Arc<MachineMetrics>) -> Arc<Self> {
+        metrics.shards(sharding.shards);
         Arc::new(Shards {
             sharding,
             held: Mutex::new(BTreeMap::new()),

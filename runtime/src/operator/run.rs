@@ -62,7 +62,10 @@ where
             .shared();
         match std::mem::take(&mut self.replicas) {
             Replicas::One => {
+                let metrics = self.metrics.clone();
+                metrics.leader(true);
                 self.run_controller(signal, None).await;
+                metrics.leader(false);
                 Stopped::Signal
             }
             Replicas::Sharded(sharding) => {
@@ -77,13 +80,19 @@ where
             }
             Replicas::LeaderElection(election) => {
                 let (client, health) = (self.client.clone(), self.health.clone());
-                election
+                let metrics = self.metrics.clone();
+                let stopped = election
                     .lead(client, &health, signal.clone(), |lost| async move {
                         let stop = futures::future::select(signal, lost).map(|_| ());
+                        self.metrics.leader(true);
+                        let metrics = self.metrics.clone();
                         self.run_controller(stop, None).await;
+                        metrics.leader(false);
                     })
                     .await
-                    .map_or(Stopped::LeaseLost, |()| Stopped::Signal)
+                    .map_or(Stopped::LeaseLost, |()| Stopped::Signal);
+                metrics.leader(false);
+                stopped
             }
         }
     }

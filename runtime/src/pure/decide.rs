@@ -105,6 +105,19 @@ fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
+/// How much of its phase's timeout an object at `position` has used at `now` (paused time
+/// excluded): 0 at entry, 1 when due. `None` without a timeout or a recorded entry time.
+pub fn timeout_progress<P: Phase>(position: &Position<P>, now: Timestamp) -> Option<f64> {
+    let timeout = position.phase.data().timeout.as_ref()?;
+    let clock = position.clock()?;
+    let length = Duration::from_millis(timeout.after_ms).as_secs_f64();
+    Some(if length > 0.0 {
+        elapsed(clock, now).as_secs_f64() / length
+    } else {
+        1.0
+    })
+}
+
 /// The timeout of `phase`, if it is due at `now`: its target and reason.
 pub fn timeout_due<P: Phase>(
     phase: P,

@@ -173,8 +173,11 @@ pub fn retired_successor<P: Phase>(name: &str) -> Option<P> {
         .and_then(|r| P::from_index(r.to))
 }
 
+/// Every `action` label of `kube_fsm_drift_total` ([`Remedy::label`]).
+pub const DRIFT_ACTIONS: [&str; 5] = ["adopted", "reverted", "held", "migrated", "reset"];
+
 impl<P> Remedy<P> {
-    /// The `action` label of `kube_fsm_drift_total`.
+    /// The `action` label of `kube_fsm_drift_total` (one of [`DRIFT_ACTIONS`]).
     pub fn label(&self) -> &'static str {
         match self {
             Remedy::Adopt(_) => "adopted",
@@ -188,10 +191,22 @@ impl<P> Remedy<P> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Drift, Remedy, manual_move};
+    use super::{DRIFT_ACTIONS, Drift, Remedy, manual_move};
     use crate::model::machine::DriftPolicy;
     use crate::model::status::PhaseValue;
     use crate::test_machines::DatabasePhase;
+
+    #[test]
+    fn every_remedy_label_is_listed_for_the_metric() {
+        let remedies: [Remedy<DatabasePhase>; 5] = [
+            Remedy::Adopt(DatabasePhase::Running),
+            Remedy::Revert(DatabasePhase::Running),
+            Remedy::Hold,
+            Remedy::Migrate(DatabasePhase::Running),
+            Remedy::Reset,
+        ];
+        assert_eq!(remedies.map(|r| r.label()), DRIFT_ACTIONS);
+    }
 
     #[test]
     fn a_move_along_a_manual_edge_is_a_persons_and_no_drift() {

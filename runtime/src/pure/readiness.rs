@@ -33,6 +33,14 @@ pub enum Stall {
     Failing(u32, String),
 }
 
+/// Every reason of a `Stalled` condition the engine writes ([`Stall`]).
+pub const STALL_REASONS: [&str; 4] = [
+    "TerminalPhase",
+    "TimeoutVetoed",
+    "UndeclaredPhase",
+    "ReconcileFailing",
+];
+
 impl Stall {
     fn reason(&self) -> &'static str {
         match self {
@@ -159,6 +167,17 @@ mod tests {
             .unwrap();
         }
         out
+    }
+
+    #[test]
+    fn every_stall_reason_is_listed_for_the_metric() {
+        let stalls = [
+            Stall::TerminalPhase("Failed"),
+            Stall::TimeoutVetoed(String::new()),
+            Stall::UndeclaredPhase(String::new()),
+            Stall::Failing(5, String::new()),
+        ];
+        assert_eq!(stalls.map(|s| s.reason()), STALL_REASONS);
     }
 
     fn status(conditions: &[Condition], type_: &str) -> (String, String) {

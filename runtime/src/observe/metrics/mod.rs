@@ -8,7 +8,16 @@
 //! | `controller_runtime_reconcile_time_seconds` (histogram) | `controller` |
 //! | `controller_runtime_active_workers` | `controller` |
 //! | `kube_fsm_transitions_total` | `machine`, `from`, `to` (`from` is `""` for a new object) |
-//! | `kube_fsm_objects` (read from the controller's cache at scrape time) | `machine`, `phase` |
+//! | `kube_fsm_objects` (read from the controller's cache at scrape time, as every gauge below up to `kube_fsm_paused_objects`) | `machine`, `phase` |
+//! | `kube_fsm_namespace_objects` (only the pairs that have objects) | `machine`, `object_namespace`, `phase` |
+//! | `kube_fsm_phase_oldest_seconds` (age of the phase's longest-resident object; 0 when empty) | `machine`, `phase` |
+//! | `kube_fsm_phase_timeout_seconds` (each phase with a timeout) | `machine`, `phase` |
+//! | `kube_fsm_phase_timeout_progress` (the largest fraction of the timeout an object has used, paused time excluded; 1: due) | `machine`, `phase` |
+//! | `kube_fsm_objects_near_timeout` (objects past [`Metrics::near_timeout`] of it, default 0.8) | `machine`, `phase` |
+//! | `kube_fsm_unconverged_objects` (`status.observedGeneration` behind `metadata.generation`) | `machine`, `object_namespace` |
+//! | `kube_fsm_convergence_lag_seconds` (the longest such wait: since creation, or since this process first saw the newer generation) | `machine`, `object_namespace` |
+//! | `kube_fsm_stalled_objects` (`Stalled` True; `Other` for a reason the engine does not write) | `machine`, `reason` |
+//! | `kube_fsm_paused_objects` | `machine` |
 //! | `kube_fsm_time_in_phase_seconds` (histogram, observed when a phase is left) | `machine`, `phase` |
 //! | `kube_fsm_reconcile_duration_seconds` (histogram) | `machine`, `phase` |
 //! | `kube_fsm_status_writes_total` | `machine` |
@@ -19,6 +28,8 @@
 //! | `kube_fsm_disconnected_seconds_total` | `machine` |
 //! | `kube_fsm_connected` (1 or 0) | `machine` |
 //! | `kube_fsm_remembered_objects` | `machine` |
+//! | `kube_fsm_leader` (1 while this replica reconciles: it holds the Lease, or runs without election; 0 while it waits or is sharded) | `machine` |
+//! | `kube_fsm_shards` (the shard count, with sharding) | `machine` |
 //! | `kube_fsm_shards_held` (with [`crate::Operator::replicas`] with [`crate::controller::Sharding`]) | `machine` |
 //! | `kube_fsm_shard_labels_written_total` | `machine` |
 //! | `kube_fsm_unlabelled_objects` (objects whose shard label write failed and is retried) | `machine` |
@@ -28,7 +39,11 @@
 //! | `kube_fsm_drift_total` | `machine`, `action` (`adopted`, `reverted`, `held`, `migrated`, `reset`) |
 //!
 //! A `phase` or `from` label is a declared phase name, `""` for none yet, or `Unknown` for any
-//! value the spec does not declare (one label for all of them).
+//! value the spec does not declare (one label for all of them). No label names an object, so
+//! the series are bounded by the spec and the namespaces. The namespace label is
+//! `object_namespace`, not `namespace`, which Prometheus's Kubernetes discovery gives the
+//! scraped pod. [`Alerts`](crate::metrics::Alerts) and
+//! [`Dashboard`](crate::metrics::Dashboard) are written over these series.
 //!
 //! `controller` is the kind in lower case (controller-runtime's default name), `machine` the
 //! kind. One [`Metrics`] serves every controller of a process (each adds its labels):
@@ -44,13 +59,12 @@
 //! # a }
 //! ```
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use kube::Resource;
 use kube::runtime::reflector::Store;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -58,11 +72,14 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::model::state_machine::StateMachine;
+use crate::pure::drift::DRIFT_ACTIONS;
 
+mod cache;
 mod recorder;
+mod tally;
 
-use recorder::phase_label;
-pub(crate) use recorder::{MachineMetrics, ReconcileResult};
+use cache::CacheCollector;
+pub(crate) use recorder::{MachineMetrics, ReconcileResult, UNDECLARED};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
@@ -146,7 +163,11 @@ struct Families {
     watch_refusals: Family<KindLabels, Counter>,
     request_refusals: Family<PermissionLabels, Counter>,
     concurrency_limit: Family<MachineLabels, Gauge>,
-    objects: ObjectsCollector,
+    leader: Family<MachineLabels, Gauge>,
+    shards: Family<MachineLabels, Gauge>,
+    cache: CacheCollector,
+    /// The fraction of a timeout past which an object counts as near it (an `f64`'s bits).
+    near_timeout: AtomicU64,
 }
 
 impl Default for Families {
@@ -174,10 +195,16 @@ impl Default for Families {
             watch_refusals: Family::default(),
             request_refusals: Family::default(),
             concurrency_limit: Family::default(),
-            objects: ObjectsCollector::default(),
+            leader: Family::default(),
+            shards: Family::default(),
+            cache: CacheCollector::default(),
+            near_timeout: AtomicU64::new(DEFAULT_NEAR_TIMEOUT.to_bits()),
         }
     }
 }
+
+/// The default of [`Metrics::near_timeout`].
+pub const DEFAULT_NEAR_TIMEOUT: f64 = 0.8;
 
 /// The metrics of the controllers of a process: register once, give to every
 /// [`crate::Operator`]. Cloning shares the families.
@@ -185,6 +212,16 @@ impl Default for Families {
 pub struct Metrics(Arc<Families>);
 
 impl Metrics {
+    /// `kube_fsm_objects_near_timeout` counts the objects that have used at least `fraction`
+    /// (0 to 1, default 0.8) of their phase's timeout. Shared by every clone.
+    #[must_use]
+    pub fn near_timeout(self, fraction: f64) -> Self {
+        self.0
+            .near_timeout
+            .store(fraction.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
+        self
+    }
+
     /// Registers every metric in `registry` (once per registry).
     pub fn register(&self, registry: &mut Registry) {
         let f = &self.0;
@@ -299,7 +336,17 @@ impl Metrics {
             "1 while the controller reaches the API server, 0 while it does not",
             f.connected.clone(),
         );
-        r.register_collector(Box::new(f.objects.clone()));
+        r.register(
+            "kube_fsm_leader",
+            "1 while this replica reconciles (holds the leader Lease, or runs without election)",
+            f.leader.clone(),
+        );
+        r.register(
+            "kube_fsm_shards",
+            "The number of shards the objects are split into",
+            f.shards.clone(),
+        );
+        r.register_collector(Box::new(f.cache.clone()));
     }
 
     /// The handle through which the controller of `K` records, counting the objects of
@@ -314,106 +361,46 @@ impl Metrics {
         // away instead of counting a frozen cache next to its successor's.
         let alive = Arc::new(());
         let handle = Arc::downgrade(&alive);
-        self.0.objects.add(move |family| {
+        let families = Arc::downgrade(&self.0);
+        let lag = Mutex::new(tally::Lag::default());
+        self.0.cache.add(machine.kind, move |now| {
             if handle.strong_count() == 0 {
-                return false;
+                return None;
             }
-            for phase in machine.phases {
-                let _ = family.get_or_create(&PhaseLabels::new(machine.kind, phase.name));
-            }
-            for object in store.get().map(Store::state).unwrap_or_default() {
-                let phase = object
-                    .machine_status()
-                    .and_then(|s| s.phase.as_ref())
-                    .map_or("", phase_label);
-                family
-                    .get_or_create(&PhaseLabels::new(machine.kind, phase))
-                    .inc();
-            }
-            true
+            let near = families.upgrade().map_or(DEFAULT_NEAR_TIMEOUT, |f| {
+                f64::from_bits(f.near_timeout.load(Ordering::Relaxed))
+            });
+            let objects = store.get().map(Store::state).unwrap_or_default();
+            let mut lag = lag.lock().unwrap_or_else(PoisonError::into_inner);
+            Some(tally::Tally::of(
+                objects.iter().map(|o| (o.meta(), o.machine_status())),
+                now,
+                near,
+                &mut lag,
+            ))
         });
+        // Counters an alert takes the increase of exist from the start (at 0), so that the
+        // first increment is an increase; the holdings read 0 until the replica holds any.
+        let labels = MachineLabels {
+            machine: machine.kind,
+        };
+        for action in DRIFT_ACTIONS {
+            let _ = self.0.drift.get_or_create(&DriftLabels {
+                machine: machine.kind,
+                action,
+            });
+        }
+        let controller = ControllerLabels {
+            controller: machine.kind.to_lowercase(),
+        };
+        let _ = self.0.errors.get_or_create(&controller);
+        let _ = self.0.leader.get_or_create(&labels);
+        let _ = self.0.shards_held.get_or_create(&labels);
         MachineMetrics {
             families: self.0.clone(),
             controller: machine.kind.to_lowercase(),
             machine: machine.kind,
             _alive: alive,
         }
-    }
-}
-
-/// Adds one controller's objects to the family; `false` once that controller is gone.
-type ObjectSource = Box<dyn Fn(&Family<PhaseLabels, Gauge>) -> bool + Send + Sync>;
-
-/// `kube_fsm_objects{machine,phase}`: objects per phase, counted in each controller's cache at
-/// scrape time (so deletions need no bookkeeping). Every declared phase is reported, at 0 when
-/// empty; an object without a phase yet counts under `phase=""`.
-#[derive(Clone, Default)]
-struct ObjectsCollector(Arc<Mutex<Vec<ObjectSource>>>);
-
-impl ObjectsCollector {
-    fn add(&self, source: impl Fn(&Family<PhaseLabels, Gauge>) -> bool + Send + Sync + 'static) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Box::new(source));
-    }
-}
-
-impl std::fmt::Debug for ObjectsCollector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ObjectsCollector").finish_non_exhaustive()
-    }
-}
-
-impl Collector for ObjectsCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let family = Family::<PhaseLabels, Gauge>::default();
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|source| source(&family));
-        let metric = encoder.encode_descriptor(
-            "kube_fsm_objects",
-            "Objects per phase, in the controllers' caches",
-            None,
-            family.metric_type(),
-        )?;
-        family.encode(metric)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scrape(collector: &ObjectsCollector) -> String {
-        let mut registry = Registry::default();
-        registry.register_collector(Box::new(collector.clone()));
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
-        text
-    }
-
-    #[test]
-    fn a_source_whose_controller_is_gone_no_longer_counts() {
-        let collector = ObjectsCollector::default();
-        let count_one = |alive: std::sync::Weak<()>| {
-            move |family: &Family<PhaseLabels, Gauge>| {
-                if alive.strong_count() == 0 {
-                    return false;
-                }
-                family.get_or_create(&PhaseLabels::new("K", "A")).inc();
-                true
-            }
-        };
-        let first = Arc::new(());
-        let second = Arc::new(());
-        collector.add(count_one(Arc::downgrade(&first)));
-        collector.add(count_one(Arc::downgrade(&second)));
-        assert!(scrape(&collector).contains("kube_fsm_objects{machine=\"K\",phase=\"A\"} 2"));
-        // The first controller is replaced (e.g. re-created after a lost Lease).
-        drop(first);
-        assert!(scrape(&collector).contains("kube_fsm_objects{machine=\"K\",phase=\"A\"} 1"));
-        assert_eq!(collector.0.lock().unwrap().len(), 1, "its source is gone");
     }
 }

@@ -36,7 +36,7 @@ impl ReconcileResult {
 
 /// The `phase` label of a stored phase: its name, or [`UNDECLARED`] for any value the spec
 /// does not declare, so hand-written values cannot grow the label set without bound.
-pub(super) fn phase_label<P: Phase>(phase: &PhaseValue<P>) -> &str {
+pub(super) fn phase_label<P: Phase>(phase: &PhaseValue<P>) -> &'static str {
     match phase {
         PhaseValue::Known(phase) => phase.name(),
         PhaseValue::Unknown(_) => UNDECLARED,
@@ -206,6 +206,23 @@ impl MachineMetrics {
             .remembered
             .get_or_create(&self.machine())
             .set(i64::try_from(objects).unwrap_or(i64::MAX));
+    }
+
+    /// Records whether this replica reconciles: it holds the leader Lease, or runs without
+    /// leader election.
+    pub(crate) fn leader(&self, leading: bool) {
+        self.families
+            .leader
+            .get_or_create(&self.machine())
+            .set(i64::from(leading));
+    }
+
+    /// Records how many shards the objects are split into.
+    pub(crate) fn shards(&self, shards: u32) {
+        self.families
+            .shards
+            .get_or_create(&self.machine())
+            .set(i64::from(shards));
     }
 
     /// Records how many shards this replica serves.

@@ -1,0 +1,72 @@
+//! The `monitoring` example's rules and dashboard: the checked-in ones (`examples/monitoring/`)
+//! are what it writes today, the PrometheusRule wraps the rules file's groups, and the
+//! dashboard's every query is one of the panels kube-fsm describes. (promtool checks and
+//! unit-tests the rules: `scripts/prometheus check`; a real Prometheus evaluates them and the
+//! dashboard's queries in the cluster tests.)
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kube_fsm_testkit::{cluster, example};
+use serde_json::Value;
+
+const SNAPSHOT_ARGS: [&str; 1] = ["--webhook"];
+
+fn generate(args: &[&str]) -> BTreeMap<String, String> {
+    let dir = std::env::temp_dir().join(cluster::fresh_name("kube-fsm-monitoring"));
+    let out = std::process::Command::new(example("monitoring"))
+        .args(args)
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("monitoring runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files = std::fs::read_dir(&dir)
+        .expect("the directory")
+        .map(|entry| {
+            let path = entry.expect("an entry").path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&path).expect("a file"))
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    files
+}
+
+#[test]
+fn the_checked_in_rules_and_dashboard_are_what_the_example_writes() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("monitoring");
+    for (file, text) in generate(&SNAPSHOT_ARGS) {
+        let checked_in = std::fs::read_to_string(dir.join(&file)).unwrap_or_default();
+        assert_eq!(
+            checked_in,
+            text,
+            "examples/monitoring/{file} is stale; regenerate with: cargo run -p kube-fsm-examples \
+             --example monitoring -- {} --out examples/monitoring",
+            SNAPSHOT_ARGS.join(" ")
+        );
+    }
+}
+
+#[test]
+fn the_prometheus_rule_holds_the_rules_file_and_matchers_reach_every_query() {
+    let files = generate(&["--matchers", "job=\"db\""]);
+    let rules: Value = serde_saphyr::from_str(&files["prometheus-rules.yaml"]).expect("YAML");
+    let object: Value = serde_saphyr::from_str(&files["prometheus-rule.yaml"]).expect("YAML");
+    assert_eq!(object["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(object["spec"], rules);
+    let dashboard: Value = serde_json::from_str(&files["dashboard.json"]).expect("JSON");
+    let mut queries = 0;
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().expect("a query");
+            assert!(expr.contains("job=\"db\""), "{expr}");
+            queries += 1;
+        }
+    }
+    assert!(queries >= 10, "{queries} queries");
+}
