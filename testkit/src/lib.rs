@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod operator;
 pub mod overload;
 pub mod prometheus;
+pub mod prometheus_server;
 pub mod proxy;
 pub mod service_account;
 
@@ -214,6 +215,42 @@ pub mod resources {
         /// The machine's fields.
         #[serde(flatten)]
         pub machine: MachineStatus<SleeperPhase>,
+    }
+
+    /// Provisioning that never becomes ready (its handler never reports `PodsReady`) and times
+    /// out after 40 s, reconciled every 2 s: for the alerts and dashboard on a real Prometheus.
+    #[state_machine(
+        phases(
+            Provisioning(initial, description = "Waiting for pods that never become ready.",
+                         requeue_after = "2s", timeout = "40s" -> Failed as ProvisioningTimedOut),
+            Running(description = "Serving."),
+            Done(terminal, description = "Finished."),
+            Failed(terminal, description = "Gave up."),
+        ),
+        conditions(PodsReady(description = "All pods are ready.")),
+        transitions(
+            Provisioning -> Running when PodsReady,
+            Provisioning -> Failed on Fail,
+            Running -> Done on Finish,
+        ),
+        ready(phases(Running)),
+    )]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Overdue",
+        namespaced,
+        status = "OverdueStatus"
+    )]
+    pub struct OverdueSpec {}
+
+    /// Status of [`Overdue`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct OverdueStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<OverduePhase>,
     }
 
     /// A chain of automatic steps under `drift: revert`, for two replicas forced to overlap.

@@ -268,6 +268,8 @@ impl Alerts {
 
     fn alerts(&self, machine: &Description, m: &Selectors) -> Vec<Rule> {
         let kind = &machine.kind;
+        // "A Database", "An Overdue"; "a" as the kind's article in a sentence.
+        let (an, a) = article(kind);
         let mut rules = Vec::new();
         let steady: Vec<&str> = machine
             .ready
@@ -292,9 +294,9 @@ impl Alerts {
                     Some(self.near_for),
                     "warning",
                     Some(kind),
-                    format!("A {kind} has used {percent}% of its {name} timeout ({after})"),
+                    format!("{an} {kind} has used {percent}% of its {name} timeout ({after})"),
                     format!(
-                        "{what}A {kind} has used {{{{ $value | humanizePercentage }}}} of the {after} \
+                        "{what}{an} {kind} has used {{{{ $value | humanizePercentage }}}} of the {after} \
                          it may spend in {name} (time paused excluded). When that runs out the \
                          operator moves it to {to} (reason {reason}). {moves}",
                         to = timeout.to,
@@ -314,9 +316,9 @@ impl Alerts {
                     Some(self.sustained),
                     "warning",
                     Some(kind),
-                    format!("A {kind} has been in {name} for longer than {bound}"),
+                    format!("{an} {kind} has been in {name} for longer than {bound}"),
                     format!(
-                        "{what}A {kind} has been in {name} for {{{{ $value | humanizeDuration }}}}; \
+                        "{what}{an} {kind} has been in {name} for {{{{ $value | humanizeDuration }}}}; \
                          {name} has no timeout. {moves}"
                     ),
                     runbook(m, name, false),
@@ -355,9 +357,9 @@ impl Alerts {
             None,
             "warning",
             Some(kind),
-            format!("A {kind}'s phase was moved off the machine's edges"),
+            format!("{an} {kind}'s phase was moved off the machine's edges"),
             format!(
-                "A writer other than the operator set status.phase of a {kind} to a phase the \
+                "A writer other than the operator set status.phase of {a} {kind} to a phase the \
                  spec does not allow from where it was; the operator {{{{ $labels.action }}}} it \
                  (the spec's drift policy)."
             ),
@@ -427,7 +429,7 @@ impl Alerts {
                 duration(self.lag_after)
             ),
             format!(
-                "A {kind} in namespace {{{{ $labels.object_namespace }}}} has had status.observedGeneration \
+                "{an} {kind} in namespace {{{{ $labels.object_namespace }}}} has had status.observedGeneration \
                  behind metadata.generation for {{{{ $value | humanizeDuration }}}}: its latest spec \
                  has not been reconciled."
             ),
@@ -480,7 +482,7 @@ impl Alerts {
             Some(self.sustained),
             "warning",
             Some(kind),
-            format!("A {kind} operator replica cannot reach the API server"),
+            format!("{an} {kind} operator replica cannot reach the API server"),
             format!(
                 "A replica of the {kind} operator has not reached the API server for {}; it takes \
                  no step meanwhile.",
@@ -527,6 +529,15 @@ impl Alerts {
             labels,
             annotations,
         }
+    }
+}
+
+/// The indefinite article of `word`, capitalised and not: ("An", "an") before a vowel.
+fn article(word: &str) -> (&'static str, &'static str) {
+    if word.starts_with(['A', 'E', 'I', 'O', 'U', 'a', 'e', 'i', 'o', 'u']) {
+        ("An", "an")
+    } else {
+        ("A", "a")
     }
 }
 

@@ -16,5 +16,6 @@ mod manual;
 mod outage;
 mod overload;
 mod pause;
+mod prometheus;
 mod rbac;
 mod sharding;

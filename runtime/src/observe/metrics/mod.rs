@@ -394,6 +394,20 @@ impl Metrics {
             controller: machine.kind.to_lowercase(),
         };
         let _ = self.0.errors.get_or_create(&controller);
+        for result in ReconcileResult::ALL {
+            let _ = self.0.reconciles.get_or_create(&ResultLabels {
+                controller: controller.controller.clone(),
+                result: result.label(),
+            });
+        }
+        for counter in [
+            &self.0.status_writes,
+            &self.0.conflicts,
+            &self.0.undecodable,
+            &self.0.watch_restarts,
+        ] {
+            let _ = counter.get_or_create(&labels);
+        }
         let _ = self.0.leader.get_or_create(&labels);
         let _ = self.0.shards_held.get_or_create(&labels);
         MachineMetrics {

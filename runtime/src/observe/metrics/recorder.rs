@@ -25,7 +25,14 @@ pub(crate) enum ReconcileResult {
 }
 
 impl ReconcileResult {
-    fn label(self) -> &'static str {
+    /// Every result, for the series that exist from the start.
+    pub(super) const ALL: [ReconcileResult; 3] = [
+        ReconcileResult::Success,
+        ReconcileResult::RequeueAfter,
+        ReconcileResult::Error,
+    ];
+
+    pub(super) fn label(self) -> &'static str {
         match self {
             ReconcileResult::Success => "success",
             ReconcileResult::RequeueAfter => "requeue_after",
