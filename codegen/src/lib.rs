@@ -12,6 +12,9 @@
 //!    generated name, each phase's targets and events);
 //! 5. emit: `emit` → tokens.
 //!
+//! [`picture`] draws a machine's DOT text as SVG, for the phase enum's rustdoc here and for
+//! tools that draw it with live counts.
+//!
 //! Diagnostics are collected across stages (`diag`) and reported together; nothing here
 //! panics on any input.
 #![deny(missing_docs)]
@@ -23,6 +26,7 @@ mod lower;
 mod model;
 mod names;
 mod parse;
+pub mod picture;
 #[cfg(test)]
 mod properties;
 mod read;

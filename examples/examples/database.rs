@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run -p kube-fsm-examples --example database -- crd | kubectl apply -f -
 //! cargo run -p kube-fsm-examples --example database -- run [--namespace NS] [--leader-elect]
-//! cargo run -p kube-fsm-examples --example database -- diagram [--dot]
+//! cargo run -p kube-fsm-examples --example database -- diagram [--dot | --svg]
 //! ```
 //!
 //! Deployed, it runs as `database run --leader-elect --identity $(POD_NAME)` (see the `deploy`
@@ -20,6 +20,7 @@ use clap::{Parser, Subcommand};
 use kube_fsm::Stopped;
 use kube_fsm::admission::FailurePolicy;
 use kube_fsm::controller::LeaderElection;
+use kube_fsm::machine::{Description, DiagramFormat};
 use kube_fsm_examples::database::{self, DatabasePhase, Handlers};
 use kube_fsm_examples::webhook::{self, Options, Register};
 use kube_fsm_examples::{BoxError, serve};
@@ -39,8 +40,11 @@ enum Command {
     /// Print the machine as Mermaid (or Graphviz DOT).
     Diagram {
         /// Graphviz DOT instead of Mermaid.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "svg")]
         dot: bool,
+        /// An SVG picture instead of Mermaid (laid out in pure Rust, no Graphviz needed).
+        #[arg(long)]
+        svg: bool,
     },
     /// Run the operator until Ctrl-C or SIGTERM.
     Run {
@@ -94,9 +98,16 @@ async fn run(
     };
     let mut operator =
         database::operator(client, Handlers::new(), namespace.as_deref()).metrics(&metrics);
-    let (addr, _server) =
-        serve::metrics(metrics_addr, registry, operator.health(), webhook).await?;
-    tracing::info!(metrics = %format!("http://{addr}/metrics"), "starting the Database operator");
+    let (addr, _server) = serve::Endpoints::new(registry, operator.health())
+        .webhook(webhook)
+        .machine::<database::Database>(&metrics)
+        .serve(metrics_addr)
+        .await?;
+    tracing::info!(
+        metrics = %format!("http://{addr}/metrics"),
+        machine = %format!("http://{addr}/machine"),
+        "starting the Database operator"
+    );
     if let Some(election) = election {
         tracing::info!(
             identity = election.holder_identity(),
@@ -118,10 +129,17 @@ async fn main() -> ExitCode {
             .map(|yaml| print!("{yaml}"))
             .map(|()| ExitCode::SUCCESS)
             .map_err(BoxError::from),
-        Command::Diagram { dot } => {
-            let machine = DatabasePhase::MACHINE;
-            print!("{}", if dot { machine.dot } else { machine.mermaid });
-            Ok(ExitCode::SUCCESS)
+        Command::Diagram { dot, svg } => {
+            let format = match (dot, svg) {
+                (true, _) => DiagramFormat::Dot,
+                (_, true) => DiagramFormat::Svg,
+                _ => DiagramFormat::Mermaid,
+            };
+            Description::of(DatabasePhase::MACHINE)
+                .diagram(format, None)
+                .map(|text| print!("{text}"))
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(BoxError::from)
         }
         Command::Run {
             namespace,

@@ -1,6 +1,6 @@
 //! What watches the Database operator, written from its spec: the Prometheus rules file
-//! (alerts and recording rules), the same rules as prometheus-operator's `PrometheusRule`, and
-//! a Grafana dashboard. `examples/monitoring/` is this example's output, checked in; its
+//! (alerts and recording rules), the same rules as prometheus-operator's `PrometheusRule`, a
+//! Grafana dashboard, and the machine as an SVG picture. `examples/monitoring/` is this example's output, checked in; its
 //! `tests/` are promtool unit tests of the rules (`scripts/prometheus check`).
 //!
 //! ```text
@@ -13,11 +13,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use kube_fsm::machine::{Description, DiagramFormat};
 use kube_fsm::metrics::{Alerts, DEFAULT_NEAR_TIMEOUT, Dashboard};
 use kube_fsm_examples::BoxError;
-use kube_fsm_examples::database::Database;
+use kube_fsm_examples::database::{Database, DatabasePhase};
 
-/// Writes the rules and the dashboard of the Database operator.
+/// Writes the rules, the dashboard and the picture of the Database operator.
 #[derive(Debug, Parser)]
 #[command(name = "monitoring")]
 struct Args {
@@ -67,6 +68,8 @@ fn write(args: &Args) -> Result<(), BoxError> {
     let mut json = serde_json::to_string_pretty(&dashboard.json())?;
     json.push('\n');
     std::fs::write(dir.join("dashboard.json"), json)?;
+    let picture = Description::of(DatabasePhase::MACHINE).diagram(DiagramFormat::Svg, None)?;
+    std::fs::write(dir.join("machine.svg"), picture)?;
     Ok(())
 }
 

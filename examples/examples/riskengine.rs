@@ -46,7 +46,9 @@ async fn run(platform_namespace: String, metrics_addr: SocketAddr) -> Result<Exi
     metrics.register(&mut registry);
     let operator =
         riskengine::operator(client, Handlers::new(platform_namespace)).metrics(&metrics);
-    let (addr, _server) = serve::metrics(metrics_addr, registry, operator.health(), None).await?;
+    let (addr, _server) = serve::Endpoints::new(registry, operator.health())
+        .serve(metrics_addr)
+        .await?;
     tracing::info!(metrics = %format!("http://{addr}/metrics"), "starting the RiskEngine operator");
     operator.run().await;
     Ok(ExitCode::SUCCESS)

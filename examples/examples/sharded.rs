@@ -65,7 +65,9 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
     let operator = database::operator(client, Handlers::new(), args.namespace.as_deref())
         .metrics(&metrics)
         .replicas(sharding);
-    let (_, _server) = serve::metrics(args.metrics_addr, registry, operator.health(), None).await?;
+    let (_, _server) = serve::Endpoints::new(registry, operator.health())
+        .serve(args.metrics_addr)
+        .await?;
     operator.run().await;
     Ok(ExitCode::SUCCESS)
 }

@@ -105,7 +105,10 @@ async fn run(
         )
         .metrics(&metrics);
     let health = Some(started.health);
-    let (_, _server) = serve::metrics(metrics_addr, registry, operator.health(), health).await?;
+    let (_, _server) = serve::Endpoints::new(registry, operator.health())
+        .webhook(health)
+        .serve(metrics_addr)
+        .await?;
     operator.run().await;
     Ok(ExitCode::SUCCESS)
 }

@@ -10,9 +10,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use kube_fsm::machine::DiagramFormat;
 
 mod act;
-mod diagram;
 mod explain;
 mod object;
 mod table;
@@ -98,7 +98,7 @@ enum Command {
         /// KIND/NAME.
         object: String,
     },
-    /// The machine as Mermaid or DOT.
+    /// The machine as Mermaid, DOT or an SVG picture.
     Diagram {
         /// The resource.
         kind: String,
@@ -108,7 +108,7 @@ enum Command {
         /// With --live: count the objects of every namespace.
         #[arg(short = 'A', long)]
         all_namespaces: bool,
-        #[arg(long, value_parser = ["mermaid", "dot"], default_value = "mermaid")]
+        #[arg(long, value_parser = DiagramFormat::NAMES, default_value = "mermaid")]
         format: String,
     },
 }
@@ -296,7 +296,7 @@ async fn run(cli: Cli) -> Result<String, Error> {
             } else {
                 None
             };
-            Ok(diagram::diagram(&target.machine, &format, counts.as_ref()))
+            Ok(target.machine.diagram(format.parse()?, counts.as_ref())?)
         }
     }
 }

@@ -154,9 +154,15 @@ async fn an_on_call_engineer_explains_retries_pauses_and_draws_a_database() {
     assert!(drawn.contains("Failed --> Pending: manual"), "{drawn}");
     let dot = ok(&ns, &["diagram", "databases", "--format", "dot"]).await;
     assert!(
-        dot.contains("Failed -> Pending [label=\"manual\", style=dotted];"),
+        dot.contains("Failed -> Pending [label=\"manual\", style=dotted, color=\"#1f6feb\"];"),
         "{dot}"
     );
+    let svg = ok(&ns, &["diagram", "databases", "--live", "--format", "svg"]).await;
+    assert!(
+        svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
+    assert!(svg.contains(">Running<") && svg.contains(">1<"), "{svg}");
     // A kubeconfig and a context named on the command line, as kubectl takes them.
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG");
     let table = ok(&ns, &["get", "databases", "--kubeconfig", &kubeconfig]).await;

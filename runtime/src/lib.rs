@@ -85,6 +85,7 @@ pub mod machine {
         RequirementDescription, TimeoutDescription, TransitionDescription, TriggerDescription,
         no_such_transition,
     };
+    pub use crate::model::diagram::{DiagramError, DiagramFormat};
     pub use crate::model::machine::{
         ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, PhaseData, ReadyData,
         Requirement, RetiredData, TimeoutData, TriggerData, UnknownPhase,

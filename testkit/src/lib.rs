@@ -3,6 +3,7 @@
 #![deny(warnings, clippy::pedantic)]
 
 pub mod admission;
+pub mod browser;
 pub mod canned;
 pub mod cluster;
 pub mod handlers;

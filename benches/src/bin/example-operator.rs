@@ -87,7 +87,9 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
     if let Some(manager) = args.field_manager {
         operator = operator.field_manager(manager);
     }
-    let (_, _server) = serve::metrics(args.metrics_addr, registry, operator.health(), None).await?;
+    let (_, _server) = serve::Endpoints::new(registry, operator.health())
+        .serve(args.metrics_addr)
+        .await?;
     let lease_namespace = args
         .lease_namespace
         .or(args.namespace)

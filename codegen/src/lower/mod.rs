@@ -118,12 +118,24 @@ pub struct Diagrams {
     pub cel_first_phase_rule: String,
 }
 
+/// The phase enum's doc: the machine drawn (inline SVG: rustdoc shows it without a script),
+/// then its Mermaid text. A drawing that fails leaves the text alone.
+fn phase_enum_doc(kind: &Ident, dot: &str, mermaid: &str) -> String {
+    let picture = crate::picture::svg(dot)
+        .map(|svg| format!("{svg}\n"))
+        .unwrap_or_default();
+    format!(
+        "Phases of [`{kind}`], generated from its state-machine spec.\n\n{picture}```mermaid\n{mermaid}```"
+    )
+}
+
 /// Lowers a checked machine for `target`.
 pub fn lower<'m>(machine: &'m Machine, target: &Target<'_>) -> Lowered<'m> {
     let kind = target.kind;
     let count = machine.phases.len();
     let words = count.div_ceil(64).max(1);
     let mermaid = render::mermaid(machine);
+    let dot = render::dot(machine, &kind.to_string());
     let phases: Vec<LoweredPhase> = (0..count).map(|i| phase(machine, kind, i)).collect();
     let fire_arms: usize = phases.iter().map(|p| p.events.len()).sum();
     let names: Vec<&str> = machine.phases.iter().map(|p| p.name.as_str()).collect();
@@ -151,9 +163,7 @@ pub fn lower<'m>(machine: &'m Machine, target: &Target<'_>) -> Lowered<'m> {
         fire_is_total: fire_arms >= count * machine.events.len(),
         phases,
         docs: Docs {
-            phase_enum: format!(
-                "Phases of [`{kind}`], generated from its state-machine spec.\n\n```mermaid\n{mermaid}```"
-            ),
+            phase_enum: phase_enum_doc(kind, &dot, &mermaid),
             from_str: format!(
                 "Parses a phase name; the error lists the valid phases ({}).",
                 names.join(", ")
@@ -170,7 +180,7 @@ pub fn lower<'m>(machine: &'m Machine, target: &Target<'_>) -> Lowered<'m> {
             }),
         },
         diagrams: Diagrams {
-            dot: render::dot(machine, &kind.to_string()),
+            dot,
             cel_phase_rule: render::cel_transition_rule(machine),
             cel_first_phase_rule: render::cel_first_phase_rule(machine),
             mermaid,

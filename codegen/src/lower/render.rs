@@ -1,4 +1,5 @@
-//! Diagram text for a machine: Mermaid `stateDiagram-v2` and Graphviz DOT, emitted as constants.
+//! Diagram text for a machine: Mermaid `stateDiagram-v2` and Graphviz DOT, emitted as constants
+//! (the DOT is also what [`crate::picture`] draws).
 
 use std::fmt::Write as _;
 
@@ -63,7 +64,16 @@ pub fn mermaid(machine: &Machine) -> String {
     out
 }
 
-/// Graphviz digraph.
+/// The colour of the edges people take (`manual: true`); the engine's own edges are black.
+const MANUAL_COLOUR: &str = "#1f6feb";
+/// The colour of timeout edges.
+const TIMEOUT_COLOUR: &str = "#d4760a";
+/// The fill of terminal phases.
+const TERMINAL_FILL: &str = "#e6e6e6";
+
+/// Graphviz digraph: terminal phases filled, manual edges blue, timeouts dashed and orange —
+/// attributes both Graphviz and [`crate::picture`] read — and, for Graphviz alone, the initial
+/// phase bold, terminal ones doubled, manual edges dotted.
 pub fn dot(machine: &Machine, kind: &str) -> String {
     let mut out =
         format!("digraph {kind} {{\n    rankdir=LR;\n    node [shape=box, style=rounded];\n");
@@ -72,8 +82,11 @@ pub fn dot(machine: &Machine, kind: &str) -> String {
         if i == machine.initial {
             attrs.push("penwidth=2");
         }
+        let fill;
         if phase.terminal {
-            attrs.push("peripheries=2");
+            fill =
+                format!("peripheries=2, style=\"rounded,filled\", fillcolor=\"{TERMINAL_FILL}\"");
+            attrs.push(&fill);
         }
         if attrs.is_empty() {
             let _ = writeln!(out, "    {};", phase.name);
@@ -90,11 +103,10 @@ pub fn dot(machine: &Machine, kind: &str) -> String {
         if label.is_empty() {
             let _ = writeln!(out, "    {from} -> {to};");
         } else {
-            // Manual edges (people's) dotted, timeouts dashed, the engine's solid.
             let style = if edge.trigger == Trigger::Manual {
-                ", style=dotted"
+                format!(", style=dotted, color=\"{MANUAL_COLOUR}\"")
             } else {
-                ""
+                String::new()
             };
             let _ = writeln!(
                 out,
@@ -108,7 +120,7 @@ pub fn dot(machine: &Machine, kind: &str) -> String {
             let to = &machine.phases[timeout.to].name;
             let _ = writeln!(
                 out,
-                "    {} -> {to} [label=\"after {}\", style=dashed];",
+                "    {} -> {to} [label=\"after {}\", style=dashed, color=\"{TIMEOUT_COLOUR}\"];",
                 phase.name,
                 millis(timeout.after_ms)
             );

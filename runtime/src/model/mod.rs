@@ -5,6 +5,7 @@
 pub(crate) mod conditions;
 pub(crate) mod crd;
 pub(crate) mod description;
+pub(crate) mod diagram;
 pub(crate) mod machine;
 pub(crate) mod next;
 pub(crate) mod state_machine;

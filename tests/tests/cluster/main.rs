@@ -12,6 +12,7 @@ mod faults;
 mod handler_context;
 mod kstatus;
 mod leader;
+mod machine_page;
 mod manual;
 mod outage;
 mod overload;

@@ -56,6 +56,15 @@ impl CacheCollector {
             .push((machine, Box::new(source)));
     }
 
+    /// Objects per phase label of `machine` now, as `kube_fsm_objects` reports them; empty
+    /// when no controller of that machine runs here.
+    pub(super) fn objects(&self, machine: &str) -> BTreeMap<&'static str, i64> {
+        self.tallies(Timestamp::now())
+            .remove(machine)
+            .map(|tally| tally.objects)
+            .unwrap_or_default()
+    }
+
     /// One tally per machine, from the sources still alive (the others are dropped).
     fn tallies(&self, now: Timestamp) -> BTreeMap<&'static str, Tally> {
         let mut tallies: BTreeMap<&'static str, Tally> = BTreeMap::new();

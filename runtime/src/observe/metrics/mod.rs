@@ -59,6 +59,7 @@
 //! # a }
 //! ```
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -220,6 +221,21 @@ impl Metrics {
             .near_timeout
             .store(fraction.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
         self
+    }
+
+    /// The objects per phase of `machine` (its kind) in this process's controllers' caches,
+    /// as `kube_fsm_objects` reports them now: every declared phase (0 when empty), `""` for
+    /// objects with no phase yet, `Unknown` for values the spec does not declare. Empty while
+    /// no controller of the machine runs here (before `run`, or on a replica waiting for the
+    /// Lease).
+    #[must_use]
+    pub fn objects(&self, machine: &str) -> BTreeMap<String, usize> {
+        self.0
+            .cache
+            .objects(machine)
+            .into_iter()
+            .map(|(phase, n)| (phase.to_owned(), usize::try_from(n).unwrap_or(0)))
+            .collect()
     }
 
     /// Registers every metric in `registry` (once per registry).

@@ -1,0 +1,157 @@
+//! The machine as a picture: its DOT text (see `lower::render::dot`) laid out and drawn as SVG
+//! by layout-rs, in pure Rust (no Graphviz binary). The macro puts the picture in the phase
+//! enum's rustdoc; tools draw it again with live counts in the phase labels.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use layout::backends::svg::SVGWriter;
+use layout::gv::{DotParser, GraphBuilder};
+
+/// The largest machine drawn: the layout's cost grows much faster than the graph (a quarter
+/// of a second at 30 phases and 60 edges in a debug build, seconds beyond), and the macro
+/// draws at every build. Larger machines keep their DOT text, for Graphviz.
+pub const MAX_PHASES: usize = 30;
+/// The most edges (timeouts included) of a machine drawn; see [`MAX_PHASES`].
+pub const MAX_EDGES: usize = 64;
+
+/// Draws the DOT text `dot` as a self-contained SVG document: no script, no external
+/// reference, no blank line (so it can be inlined in Markdown or HTML as is).
+///
+/// # Errors
+///
+/// The DOT text does not parse, the graph is larger than [`MAX_PHASES`] or [`MAX_EDGES`], or
+/// the layout failed on it; the message says which.
+pub fn svg(dot: &str) -> Result<String, String> {
+    let graph = DotParser::new(dot)
+        .process()
+        .map_err(|e| format!("the diagram's DOT text does not parse: {e}"))?;
+    // The layout crate asserts its invariants; a graph it cannot lay out must not take the
+    // compiler or an operator down with it.
+    catch_unwind(AssertUnwindSafe(|| {
+        let mut builder = GraphBuilder::new();
+        builder.visit_graph(&graph);
+        let mut visual = builder.get();
+        let nodes = visual.num_nodes();
+        let edges: usize = visual.iter_nodes().map(|n| visual.succ(n).len()).sum();
+        if nodes > MAX_PHASES || edges > MAX_EDGES {
+            return Err(format!(
+                "the machine is too large to draw ({nodes} phases, {edges} edges; pictures go up \
+                 to {MAX_PHASES} phases and {MAX_EDGES} edges): draw its DOT text with Graphviz"
+            ));
+        }
+        let mut writer = SVGWriter::new();
+        visual.do_it(false, false, false, &mut writer);
+        Ok(compact(&writer.finalize()))
+    }))
+    .unwrap_or_else(|_| Err("the diagram could not be laid out".to_owned()))
+}
+
+/// The SVG without its XML declaration, scaled down to a narrower page (its own size is the
+/// most it takes), each line trimmed and blank lines dropped: the same drawing, and a single
+/// HTML block for Markdown.
+fn compact(svg: &str) -> String {
+    let Some(start) = svg.find("<svg ") else {
+        return svg.to_owned();
+    };
+    let body = &svg[start + "<svg ".len()..];
+    let mut out = String::with_capacity(body.len() + 64);
+    out.push_str("<svg style=\"max-width: 100%; height: auto\" ");
+    let mut lines = body.lines().map(str::trim).filter(|l| !l.is_empty());
+    while let Some(line) = lines.next() {
+        out.push_str(line);
+        out.push('\n');
+        if line.ends_with("<style>") {
+            // The writer keeps its font classes in a hash map: sorted, the same graph is the
+            // same text at every build.
+            let mut classes: Vec<&str> = lines.by_ref().take_while(|l| *l != "</style>").collect();
+            classes.sort_unstable();
+            for class in classes {
+                out.push_str(class);
+                out.push('\n');
+            }
+            out.push_str("</style>\n");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::svg;
+
+    const DOT: &str = r##"digraph Demo {
+    rankdir=LR;
+    node [shape=box, style=rounded];
+    Pending [penwidth=2];
+    Ready [label="Ready\n3"];
+    Gone [peripheries=2, style="rounded,filled", fillcolor="#e6e6e6"];
+    Pending -> Ready [label="when A && !B"];
+    Ready -> Ready [label="Resync"];
+    Ready -> Pending [label="manual", style=dotted, color="#1f6feb"];
+    Pending -> Gone [label="after 10m", style=dashed, color="#d4760a"];
+}
+"##;
+
+    #[test]
+    fn draws_every_phase_edge_label_and_style() {
+        let svg = svg(DOT).unwrap();
+        assert!(svg.starts_with("<svg "), "{svg}");
+        for text in [
+            ">Pending<",
+            ">Ready<",
+            ">3<",
+            ">Gone<",
+            "when A &amp;&amp; !B",
+            ">Resync<",
+        ] {
+            assert!(svg.contains(text), "{text} missing from {svg}");
+        }
+        assert!(
+            svg.contains("stroke-dasharray"),
+            "the timeout edge is dashed"
+        );
+        assert!(svg.contains("#d4760aff"), "the timeout edge is orange");
+        assert!(svg.contains("#1f6febff"), "the manual edge is blue");
+        assert!(svg.contains("#e6e6e6ff"), "the terminal phase is filled");
+        assert!(!svg.contains("<script"));
+        assert!(!svg.lines().any(|l| l.trim().is_empty()));
+    }
+
+    #[test]
+    fn the_same_graph_is_the_same_text() {
+        // Two font sizes (the graph's label and the rest): the writer's classes come from a
+        // hash map, in a different order from one process to the next.
+        let dot = DOT.replace("rankdir=LR;", "rankdir=LR; label=\"Demo\"; fontsize=15;");
+        let first = svg(&dot).unwrap();
+        for _ in 0..20 {
+            assert_eq!(svg(&dot).unwrap(), first);
+        }
+        let style = first
+            .split("<style>\n")
+            .nth(1)
+            .unwrap()
+            .split("</style>")
+            .next()
+            .unwrap();
+        let mut sorted: Vec<&str> = style.lines().collect();
+        sorted.sort_unstable();
+        assert_eq!(style.lines().collect::<Vec<_>>(), sorted, "{style}");
+    }
+
+    #[test]
+    fn a_machine_too_large_to_lay_out_quickly_is_refused_at_once() {
+        let mut dot = String::from("digraph Big {\n");
+        for i in 0..=super::MAX_PHASES {
+            dot.push_str(&format!("    P{i} -> P{};\n", i + 1));
+        }
+        dot.push('}');
+        let err = svg(&dot).unwrap_err();
+        assert!(err.contains("too large to draw"), "{err}");
+    }
+
+    #[test]
+    fn a_broken_text_is_an_error_not_a_panic() {
+        let err = svg("digraph { a -> ; }").unwrap_err();
+        assert!(err.contains("does not parse"), "{err}");
+    }
+}
