@@ -9,7 +9,7 @@ use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Discovery, Scope};
-use kube_fsm_testkit::{cluster, example};
+use kube_fsm_testkit::{cluster, example_output, files};
 use serde_json::Value;
 
 const SNAPSHOT_ARGS: [&str; 5] = [
@@ -22,32 +22,7 @@ const SNAPSHOT_ARGS: [&str; 5] = [
 
 /// The files `deploy ARGS --out DIR` writes, by name.
 fn generate(args: &[&str]) -> BTreeMap<String, String> {
-    let dir = std::env::temp_dir().join(cluster::fresh_name("kube-fsm-deploy"));
-    let out = std::process::Command::new(example("deploy"))
-        .args(args)
-        .arg("--out")
-        .arg(&dir)
-        .output()
-        .expect("deploy runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let files = read(&dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    files
-}
-
-fn read(dir: &Path) -> BTreeMap<String, String> {
-    std::fs::read_dir(dir)
-        .expect("the directory")
-        .map(|entry| {
-            let path = entry.expect("an entry").path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&path).expect("a file"))
-        })
-        .collect()
+    example_output("deploy", args)
 }
 
 fn yaml(text: &str) -> Value {
@@ -56,7 +31,7 @@ fn yaml(text: &str) -> Value {
 
 #[test]
 fn the_checked_in_base_is_what_the_example_writes() {
-    let snapshot = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy"));
+    let snapshot = files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy"));
     let generated = generate(&SNAPSHOT_ARGS);
     assert_eq!(
         snapshot.keys().collect::<Vec<_>>(),

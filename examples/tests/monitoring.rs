@@ -7,34 +7,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kube_fsm_testkit::{cluster, example};
+use kube_fsm_testkit::example_output;
 use serde_json::Value;
 
 const SNAPSHOT_ARGS: [&str; 1] = ["--webhook"];
 
 fn generate(args: &[&str]) -> BTreeMap<String, String> {
-    let dir = std::env::temp_dir().join(cluster::fresh_name("kube-fsm-monitoring"));
-    let out = std::process::Command::new(example("monitoring"))
-        .args(args)
-        .arg("--out")
-        .arg(&dir)
-        .output()
-        .expect("monitoring runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let files = std::fs::read_dir(&dir)
-        .expect("the directory")
-        .map(|entry| {
-            let path = entry.expect("an entry").path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&path).expect("a file"))
-        })
-        .collect();
-    let _ = std::fs::remove_dir_all(&dir);
-    files
+    example_output("monitoring", args)
 }
 
 #[test]

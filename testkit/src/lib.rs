@@ -17,6 +17,52 @@ pub mod prometheus_server;
 pub mod proxy;
 pub mod service_account;
 
+/// The files the example `name` writes with `args --out DIR` (into a fresh temporary folder,
+/// removed afterwards), by file name.
+///
+/// # Panics
+/// When the example is not built or fails.
+#[must_use]
+pub fn example_output(name: &str, args: &[&str]) -> std::collections::BTreeMap<String, String> {
+    let dir = std::env::temp_dir().join(cluster::fresh_name(&format!("kube-fsm-{name}")));
+    let out = std::process::Command::new(example(name))
+        .args(args)
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{name} does not run: {e}"));
+    assert!(
+        out.status.success(),
+        "{name} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files = files(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    files
+}
+
+/// The files directly in `dir` (not its folders), by name.
+///
+/// # Panics
+/// When `dir` or one of its files cannot be read.
+#[must_use]
+pub fn files(dir: &std::path::Path) -> std::collections::BTreeMap<String, String> {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("a folder entry").path())
+        .filter(|path| path.is_file())
+        .map(|path| {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (name, text)
+        })
+        .collect()
+}
+
 /// An example's binary (`examples/examples/NAME.rs`), built beside the running test's by
 /// `cargo test` (`target/PROFILE/examples/NAME`).
 ///

@@ -29,6 +29,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::ha::lease::{LeaseError, LeaseLock, Observed};
 use crate::ha::shard::{Sharding, fair_share, rebalance};
 use crate::observe::metrics::MachineMetrics;
+use crate::pure::label::dns_label;
 use crate::watch::health::Health;
 
 /// A shard this replica holds.
@@ -328,7 +329,7 @@ impl Shards {
             format!(
                 "{}{}",
                 sharding.member_prefix(),
-                dns_label(&sharding.timing.identity)
+                dns_label(&sharding.timing.identity, 63)
             ),
         );
         let grace = sharding
@@ -531,22 +532,6 @@ impl Shards {
         }
         self.publish();
     }
-}
-
-/// `identity` as a Lease name part: lower case, `[a-z0-9-]`, at most 63 characters.
-fn dns_label(identity: &str) -> String {
-    let label: String = identity
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .take(63)
-        .collect();
-    label.trim_matches('-').to_owned()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::model::description::Description;
 use crate::model::state_machine::StateMachine;
 use crate::observe::alerts::Selectors;
+use crate::pure::label::dns_label;
 
 /// The dashboard of one or more machines.
 ///
@@ -353,19 +354,10 @@ fn panels(m: &Selectors) -> Vec<Panel> {
     ]
 }
 
-/// Grafana's uid (at most 40 characters): the title in lower case, dashes for the rest.
+/// Grafana's uid (at most 40 characters): `kube-fsm-` and the title as a DNS label.
 fn uid(title: &str) -> String {
-    let slug: String = title
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    format!("kube-fsm-{slug}").chars().take(40).collect()
+    const PREFIX: &str = "kube-fsm-";
+    format!("{PREFIX}{}", dns_label(title, 40 - PREFIX.len()))
 }
 
 #[cfg(test)]
