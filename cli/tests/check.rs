@@ -20,8 +20,8 @@ fn check(specs: &[&str]) -> Output {
         .expect("kube-fsm runs")
 }
 
-/// The compiler's messages in a snapshot whose location is a spec file: by spec path, each
-/// message as the macro wrote it (rustc indents its continuation lines by seven columns).
+/// The compiler's messages in a snapshot whose location is a spec file (or its lock): by spec
+/// path, each message as the macro wrote it (rustc indents its continuation lines by seven columns).
 fn yaml_errors(stderr: &str) -> Vec<(String, String)> {
     let lines: Vec<&str> = stderr.lines().collect();
     let mut found = Vec::new();
@@ -40,10 +40,12 @@ fn yaml_errors(stderr: &str) -> Vec<(String, String)> {
         let located = message
             .get(1)
             .and_then(|l| l.trim_start().strip_prefix("--> "));
-        if let Some(spec) = located.and_then(|l| l.split(':').next())
-            && spec.ends_with(".yaml")
+        if let Some(file) = located.and_then(|l| l.split(':').next())
+            && file.ends_with(".yaml")
         {
-            found.push((spec.to_owned(), message.join("\n")));
+            // A mistake in a spec's lock is reported for the spec.
+            let spec = file.replace(".lock.yaml", ".yaml");
+            found.push((spec, message.join("\n")));
         }
     }
     found

@@ -56,6 +56,8 @@ impl From<Span> for Loc {
 pub struct Diagnostic {
     pub loc: Loc,
     pub message: String,
+    /// Context (`= note:`), shown before the fixes.
+    pub notes: Vec<String>,
     pub help: Vec<String>,
 }
 
@@ -64,6 +66,7 @@ impl Diagnostic {
         Diagnostic {
             loc: loc.into(),
             message: message.into(),
+            notes: Vec::new(),
             help: Vec::new(),
         }
     }
@@ -74,6 +77,12 @@ impl Diagnostic {
             Loc::File(pos) => pos,
             Loc::Span(_) => Pos::line_col(0, 0),
         }
+    }
+
+    #[must_use]
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
     }
 
     #[must_use]
@@ -106,6 +115,9 @@ impl Diagnostic {
                     "\n{pad} |\n{number} | {text}\n{pad} | {caret_pad}{carets}"
                 );
             }
+        }
+        for note in &self.notes {
+            let _ = write!(out, "\n = note: {note}");
         }
         for help in &self.help {
             let _ = write!(out, "\n = help: {help}");
@@ -167,7 +179,6 @@ impl Diagnostics {
         self.errors.push(diagnostic);
     }
 
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.errors.is_empty()
     }

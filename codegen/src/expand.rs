@@ -5,7 +5,11 @@
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
 
-use crate::diag::Diagnostics;
+use crate::diag::{Diagnostics, Loc};
+use crate::gate::{
+    self,
+    lock::{self, Lock},
+};
 use crate::lower::{self, Target};
 use crate::parse::args::{self, SpecSource};
 use crate::read::{from_yaml, load};
@@ -32,6 +36,26 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         SpecSource::File(lit) => (read.as_ref(), lit.value(), lit.span()),
     };
     let machine = raw.map(|raw| validate::validate(raw, &mut diags));
+    // The gate: a valid spec against its lock (a spec with errors would only echo them).
+    let lock_file = match &args.source {
+        SpecSource::File(lit) => loaded
+            .as_ref()
+            .and_then(|loaded| load::lock(loaded, Loc::Span(lit.span()), &mut diags)),
+        SpecSource::Inline(_) => None,
+    };
+    if let (Some(raw), Some(machine), Some(lock_file), Some(loaded)) =
+        (raw, &machine, &lock_file, &loaded)
+        && diags.is_empty()
+    {
+        match Lock::read(&lock_file.file) {
+            Ok(released) => gate::check(raw, machine, &released, &loaded.file.display, &mut diags),
+            Err(errors) => {
+                for error in errors {
+                    diags.push(lock::invalid(spec_span, &error));
+                }
+            }
+        }
+    }
     input.require_status(&mut diags);
 
     // Without a status there is nowhere to keep the phase: emit the enums only (the handler
@@ -47,12 +71,17 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let generated = machine
         .filter(|machine| !machine.phases.is_empty())
         .map(|machine| emit::emit(&lower::lower(&machine, &target)));
-    let track = loaded.as_ref().map(|loaded| {
-        let path = loaded.path.to_string_lossy().into_owned();
-        quote!(
-            const _: &[u8] = ::core::include_bytes!(#path);
-        )
-    });
+    // cargo rebuilds when the spec or its lock changes.
+    let track: TokenStream = loaded
+        .iter()
+        .chain(lock_file.iter())
+        .map(|loaded| {
+            let path = loaded.path.to_string_lossy().into_owned();
+            quote!(
+                const _: &[u8] = ::core::include_bytes!(#path);
+            )
+        })
+        .collect();
     let file = loaded.as_ref().map(|loaded| &loaded.file);
     let errors = Diagnostics::to_compile_errors(diags.into_vec(), file, spec_span);
     quote! {

@@ -7,7 +7,9 @@
 //!    `spec::RawSpec` or the spec path);
 //! 2. read: `read` (`load` → the spec file, `load::Loaded`; `yaml`, `from_yaml` →
 //!    `spec::RawSpec`);
-//! 3. validate: `validate` (`resolve` → `check` → `graph`) → `model::Machine`;
+//! 3. validate: `validate` (`resolve` → `check` → `graph`) → `model::Machine`, then `gate`:
+//!    the machine against the spec's lock (`gate::lock::Lock`, the last released spec), when
+//!    it has one;
 //! 4. lower: `lower` (with `render`, the docs and diagrams) → `lower::Lowered` (every
 //!    generated name, each phase's targets and events);
 //! 5. emit: `emit` → tokens.
@@ -22,6 +24,7 @@
 mod diag;
 mod emit;
 mod expand;
+mod gate;
 mod lower;
 mod model;
 mod names;
@@ -55,13 +58,32 @@ pub struct Checked {
 }
 
 /// Reads and checks the spec `text` (shown as `display` in messages) as `#[state_machine]`
-/// does: its diagnostics, each rendered exactly as the compiler would show it (message,
+/// does, against its lock when `lock` gives one (the lock's path as shown, and its text): the
+/// diagnostics, each rendered exactly as the compiler would show it (message,
 /// `--> display:line:col`, the offending line, help), in file order; or what it declares.
-pub fn check(display: &str, text: &str) -> Result<Checked, Vec<String>> {
+pub fn check(
+    display: &str,
+    text: &str,
+    lock: Option<(&str, &str)>,
+) -> Result<Checked, Vec<String>> {
     let file = SourceFile::new(display, text);
     let mut diags = Diagnostics::default();
-    let machine = read::from_yaml::read_file(&file, &mut diags)
-        .map(|raw| validate::validate(&raw, &mut diags));
+    let raw = read::from_yaml::read_file(&file, &mut diags);
+    let machine = raw.as_ref().map(|raw| validate::validate(raw, &mut diags));
+    if let (Some(raw), Some(machine), Some((lock_display, lock_text))) = (&raw, &machine, lock)
+        && diags.is_empty()
+    {
+        let lock = gate::lock::Lock::read(&SourceFile::new(lock_display, lock_text)).map_err(
+            |errors| {
+                let at = Span::call_site();
+                errors
+                    .iter()
+                    .map(|e| gate::lock::invalid(at, e).render(None))
+                    .collect::<Vec<_>>()
+            },
+        )?;
+        gate::check(raw, machine, &lock, display, &mut diags);
+    }
     let mut errors = diags.into_vec();
     match machine {
         Some(machine) if errors.is_empty() => Ok(Checked {
@@ -70,6 +92,28 @@ pub fn check(display: &str, text: &str) -> Result<Checked, Vec<String>> {
         }),
         _ => Err(rendered(&mut errors, &file)),
     }
+}
+
+/// The lock of the spec `text` (shown as `display`): the phases, retired names and condition
+/// types objects stored under it may carry, as the text of `NAME.lock.yaml`, which
+/// `#[state_machine]` then holds later specs to. Refused, with the diagnostics of [`check`],
+/// when the spec has an error.
+pub fn lock(display: &str, text: &str) -> Result<String, Vec<String>> {
+    let file = SourceFile::new(display, text);
+    let mut diags = Diagnostics::default();
+    let machine = read::from_yaml::read_file(&file, &mut diags)
+        .map(|raw| validate::validate(&raw, &mut diags));
+    let mut errors = diags.into_vec();
+    match machine {
+        Some(machine) if errors.is_empty() => Ok(gate::lock::render(&machine, display)),
+        _ => Err(rendered(&mut errors, &file)),
+    }
+}
+
+/// Where the lock of the spec at `spec` is: `specs/database.yaml` → `specs/database.lock.yaml`.
+#[must_use]
+pub fn lock_path(spec: &std::path::Path) -> std::path::PathBuf {
+    read::load::lock_path(spec)
 }
 
 /// `errors` in file order, each rendered as the compiler shows it.
@@ -142,7 +186,7 @@ mod tests {
     #[test]
     fn check_reports_what_the_macro_reports_in_the_same_words() {
         let text = "phases:\n  Pending: { initial: true }\n  Done: { terminal: true }\ntransitions:\n  - { from: Pending, to: Don }\n";
-        let errors = check("specs/x.yaml", text).expect_err("an unknown phase");
+        let errors = check("specs/x.yaml", text, None).expect_err("an unknown phase");
         let file = SourceFile::new("specs/x.yaml", text);
         let mut diags = Diagnostics::default();
         let raw = read::from_yaml::read_file(&file, &mut diags).expect("YAML");
@@ -164,13 +208,13 @@ mod tests {
             "/../specs/database.yaml"
         ))
         .expect("the reference spec");
-        let checked = check("specs/database.yaml", &text).expect("valid");
+        let checked = check("specs/database.yaml", &text, None).expect("valid");
         assert!(checked.phases >= 5 && checked.transitions >= checked.phases - 1);
     }
 
     #[test]
     fn a_file_that_is_not_yaml_is_one_located_error() {
-        let errors = check("x.yaml", "phases: [\n").expect_err("not YAML");
+        let errors = check("x.yaml", "phases: [\n", None).expect_err("not YAML");
         assert_eq!(errors.len(), 1);
         assert!(errors[0].contains("x.yaml:"), "{}", errors[0]);
     }

@@ -86,6 +86,9 @@ pub struct RawSpec {
     /// Whether the reader took in the whole spec: `false` when it skipped what it could not
     /// read (unknown keys, wrong types), so graph checks on the rest would only echo that.
     pub complete: bool,
+    /// Where each section's key is written (a spec file's; the DSL leaves it empty), for
+    /// messages about what a section lacks.
+    pub sections: Vec<(Section, Loc)>,
 }
 
 impl RawSpec {
@@ -102,7 +105,16 @@ impl RawSpec {
             drift: None,
             retired: Vec::new(),
             complete: true,
+            sections: Vec::new(),
         }
+    }
+
+    /// Where `section` is written, if it is.
+    pub fn section(&self, section: Section) -> Option<Loc> {
+        self.sections
+            .iter()
+            .find(|(s, _)| *s == section)
+            .map(|(_, loc)| *loc)
     }
 }
 

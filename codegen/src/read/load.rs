@@ -1,5 +1,5 @@
 //! Load stage: the `spec = "..."` path → the spec file's text ([`SourceFile`]), read relative
-//! to the user crate's `CARGO_MANIFEST_DIR`.
+//! to the user crate's `CARGO_MANIFEST_DIR`; and the spec's lock beside it, when there is one.
 
 use std::path::{Path, PathBuf};
 
@@ -69,6 +69,41 @@ pub fn load(lit: &syn::LitStr, diags: &mut Diagnostics) -> Option<Loaded> {
         file: SourceFile::new(display, text),
         path,
     })
+}
+
+/// Where the lock of the spec at `spec` is: `specs/database.yaml` → `specs/database.lock.yaml`.
+pub fn lock_path(spec: &Path) -> PathBuf {
+    let stem = spec
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    spec.with_file_name(format!("{stem}.lock.yaml"))
+}
+
+/// The lock of the loaded `spec`, when it has one; a lock that cannot be read is an error at
+/// `at` (the spec's path).
+pub fn lock(spec: &Loaded, at: Loc, diags: &mut Diagnostics) -> Option<Loaded> {
+    let path = lock_path(&spec.path);
+    let display = lock_path(Path::new(&spec.file.display))
+        .to_string_lossy()
+        .into_owned();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some(Loaded {
+            file: SourceFile::new(display, text),
+            path,
+        }),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => {
+            diags.push(
+                Diagnostic::new(
+                    at,
+                    format!("cannot read the spec's lock `{display}`: {err}"),
+                )
+                .help("the lock must be UTF-8 text; rewrite it with `kube-fsm lock SPEC`"),
+            );
+            None
+        }
+    }
 }
 
 /// The path to print in messages: relative to the working directory cargo runs rustc in (the

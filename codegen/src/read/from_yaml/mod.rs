@@ -68,6 +68,7 @@ impl Reader<'_> {
             let Some(section) = Section::named(&key.text) else {
                 continue;
             };
+            spec.sections.push((section, key.loc));
             match section {
                 Section::Phases => {
                     for (name, body) in self.named_entries(value, "phases") {
