@@ -104,7 +104,8 @@ fn check(specs: &[PathBuf]) -> ExitCode {
         match kube_fsm_codegen::check(&display, &text, lock) {
             Ok(checked) => println!(
                 "{display}: ok ({} phases, {} transitions)",
-                checked.phases, checked.transitions
+                checked.phases.len(),
+                checked.transitions
             ),
             Err(errors) => {
                 report(&display, &errors);

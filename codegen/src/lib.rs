@@ -49,10 +49,12 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// What [`check`] found in a spec file that has no error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checked {
-    /// The phases declared.
-    pub phases: usize,
+    /// The phases declared, in spec order.
+    pub phases: Vec<String>,
+    /// The retired phase names (objects stored with one move to a declared phase).
+    pub retired: Vec<String>,
     /// The legal edges (list forms such as `from: [A, B]` counted once per phase).
     pub transitions: usize,
 }
@@ -87,7 +89,8 @@ pub fn check(
     let mut errors = diags.into_vec();
     match machine {
         Some(machine) if errors.is_empty() => Ok(Checked {
-            phases: machine.phases.len(),
+            phases: machine.phases.into_iter().map(|p| p.name).collect(),
+            retired: machine.retired.into_iter().map(|r| r.name).collect(),
             transitions: machine.edges.len(),
         }),
         _ => Err(rendered(&mut errors, &file)),
@@ -209,7 +212,7 @@ mod tests {
         ))
         .expect("the reference spec");
         let checked = check("specs/database.yaml", &text, None).expect("valid");
-        assert!(checked.phases >= 5 && checked.transitions >= checked.phases - 1);
+        assert!(checked.phases.len() >= 5 && checked.transitions >= checked.phases.len() - 1);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use kube_fsm::machine::DiagramFormat;
 
 mod act;
 mod explain;
+mod held;
 mod object;
 mod table;
 mod target;
@@ -97,6 +98,18 @@ enum Command {
     Reconcile {
         /// KIND/NAME.
         object: String,
+    },
+    /// Which stored objects a new spec would hold (their phase neither declared nor retired
+    /// in it), before you release it: exits with 1 when any would be.
+    Check {
+        /// The resource.
+        kind: String,
+        /// The new spec (YAML), checked as `#[state_machine]` does.
+        #[arg(long)]
+        spec: std::path::PathBuf,
+        /// Objects of every namespace.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
     },
     /// The machine as Mermaid, DOT or an SVG picture.
     Diagram {
@@ -277,6 +290,24 @@ async fn run(cli: Cli) -> Result<String, Error> {
                 "{}/{name}: reconcile requested at {at}\n",
                 target.machine.kind
             ))
+        }
+        Command::Check {
+            kind,
+            spec,
+            all_namespaces,
+        } => {
+            let display = spec.display().to_string();
+            let text = std::fs::read_to_string(&spec)
+                .map_err(|e| format!("cannot read the spec file `{display}`: {e}"))?;
+            let checked = kube_fsm_codegen::check(&display, &text, None)
+                .map_err(|errors| errors.join("\n\n"))?;
+            let target = Target::resolve(&session.client, &kind).await?;
+            let objects = session.list(&target, all_namespaces).await?;
+            Ok(held::report(
+                &held::held(&objects, &checked),
+                objects.len(),
+                &display,
+            )?)
         }
         Command::Diagram {
             kind,

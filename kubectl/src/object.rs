@@ -9,19 +9,19 @@ use serde_json::Value;
 /// A stored object, read as JSON.
 pub struct Stored<'a>(pub &'a Value);
 
-impl Stored<'_> {
+impl<'a> Stored<'a> {
     /// `metadata.name`.
-    pub fn name(&self) -> &str {
+    pub fn name(&self) -> &'a str {
         self.0["metadata"]["name"].as_str().unwrap_or_default()
     }
 
     /// `metadata.namespace`, or "".
-    pub fn namespace(&self) -> &str {
+    pub fn namespace(&self) -> &'a str {
         self.0["metadata"]["namespace"].as_str().unwrap_or_default()
     }
 
     /// `status.phase`.
-    pub fn phase(&self) -> Option<&str> {
+    pub fn phase(&self) -> Option<&'a str> {
         self.0["status"]["phase"].as_str()
     }
 

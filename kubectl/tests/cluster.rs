@@ -4,6 +4,7 @@
 //! `kubectl-fsm` as the writer), pauses, resumes, asks for a reconcile and draws the live
 //! machine.
 
+use std::path::Path;
 use std::time::Duration;
 
 use kube::Api;
@@ -163,6 +164,49 @@ async fn an_on_call_engineer_explains_retries_pauses_and_draws_a_database() {
         "{svg}"
     );
     assert!(svg.contains(">Running<") && svg.contains(">1<"), "{svg}");
+    // Before releasing a spec: the stored objects it would hold. Today's spec holds none; one
+    // that renames Running without retiring it holds `db`, and passes once it retires it.
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/database.yaml");
+    let today = ok(
+        &ns,
+        &[
+            "check",
+            "databases",
+            "--spec",
+            spec.to_str().expect("UTF-8"),
+        ],
+    )
+    .await;
+    assert!(
+        today.contains("none of the 1 stored objects would be held"),
+        "{today}"
+    );
+    let renamed = std::fs::read_to_string(&spec)
+        .expect("the spec")
+        .replace("Running", "Serving");
+    let new_spec = std::env::temp_dir().join(format!("kube-fsm-check-{ns}.yaml"));
+    std::fs::write(&new_spec, &renamed).expect("a temporary spec");
+    let new = new_spec.to_str().expect("UTF-8");
+    let (passed, said) = fsm(&ns, &["check", "databases", "--spec", new]).await;
+    assert!(
+        !passed
+            && said.contains(&format!(
+                "{ns}/db: phase `Running` is neither declared nor retired"
+            )),
+        "{said}"
+    );
+    std::fs::write(
+        &new_spec,
+        format!("{renamed}retired:\n  Running: Serving\n"),
+    )
+    .expect("a spec");
+    let retired = ok(&ns, &["check", "databases", "--spec", new]).await;
+    assert!(
+        retired.contains("none of the 1 stored objects would be held"),
+        "{retired}"
+    );
+    let _ = std::fs::remove_file(&new_spec);
+
     // A kubeconfig and a context named on the command line, as kubectl takes them.
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG");
     let table = ok(&ns, &["get", "databases", "--kubeconfig", &kubeconfig]).await;
