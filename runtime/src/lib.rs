@@ -61,6 +61,7 @@ pub use model::crd::crd;
 pub use model::machine::Phase;
 pub use model::state_machine::StateMachine;
 pub use model::status::MachineStatus;
+pub use model::versions::{VersionsError, crd_versions};
 
 // Writing handlers.
 pub use handling::context::Context;

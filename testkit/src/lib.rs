@@ -16,6 +16,7 @@ pub mod prometheus;
 pub mod prometheus_server;
 pub mod proxy;
 pub mod service_account;
+pub mod tickets;
 
 /// The files the example `name` writes with `args --out DIR` (into a fresh temporary folder,
 /// removed afterwards), by file name.

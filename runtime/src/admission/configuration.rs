@@ -7,6 +7,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     RuleWithOperations, ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration,
     WebhookClientConfig,
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
@@ -91,7 +92,17 @@ pub fn validating_webhook_configuration<K: CustomResourceExt>(
     options: &WebhookOptions,
     policy: &Policy,
 ) -> ValidatingWebhookConfiguration {
-    let crd = K::crd();
+    validating_webhook_configuration_for(&K::crd(), options, policy)
+}
+
+/// [`validating_webhook_configuration`] for the resource `crd` defines: every version it
+/// serves, e.g. all of a [`crate::crd_versions`] CRD's (one review handler judges them all: it
+/// reads the phase, which every version keeps in the same place).
+pub fn validating_webhook_configuration_for(
+    crd: &CustomResourceDefinition,
+    options: &WebhookOptions,
+    policy: &Policy,
+) -> ValidatingWebhookConfiguration {
     let spec = &crd.spec;
     let plural = &spec.names.plural;
     let served = |with_status: bool| -> Vec<String> {
@@ -249,6 +260,22 @@ mod tests {
         assert_eq!(rules[0].resources.as_deref().unwrap(), ["tasks/status"]);
         assert_eq!(rules[0].operations.as_deref().unwrap(), ["UPDATE"]);
         assert_eq!(rules[0].api_versions.as_deref().unwrap(), ["v1"]);
+    }
+
+    #[test]
+    fn a_resource_of_several_versions_is_reviewed_in_every_one() {
+        let options = WebhookOptions::new(Endpoint::Url("https://127.0.0.1:9443/".into()));
+        let mut older = Task::crd();
+        older.spec.versions[0].name = "v1alpha1".into();
+        let crd = kube::core::crd::merge_crds(vec![older, Task::crd()], "v1").unwrap();
+        let configuration =
+            validating_webhook_configuration_for(&crd, &options, &Policy::default());
+        let webhooks = configuration.webhooks.unwrap();
+        let rules = webhooks[0].rules.as_deref().unwrap();
+        assert_eq!(
+            rules[0].api_versions.as_deref().unwrap(),
+            ["v1", "v1alpha1"]
+        );
     }
 
     fn selector(key: &str, value: &str) -> LabelSelector {

@@ -28,6 +28,7 @@ mod tls;
 
 pub use configuration::{
     Endpoint, FailurePolicy, PATH, TIER_PATH, WebhookOptions, validating_webhook_configuration,
+    validating_webhook_configuration_for,
 };
 pub use policy::{OperatorIdentity, People, Policy, PolicyError, Requester, Rule, Tier};
 pub use review::Validator;

@@ -10,3 +10,4 @@ pub(crate) mod machine;
 pub(crate) mod next;
 pub(crate) mod state_machine;
 pub(crate) mod status;
+pub(crate) mod versions;

@@ -20,3 +20,4 @@ mod pause;
 mod prometheus;
 mod rbac;
 mod sharding;
+mod versions;
