@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, CustomResourceExt, Resource};
 use kube_fsm::admission::{
-    Endpoint, FailurePolicy, Policy, ServingCertificate, Validator, Webhook, WebhookHealth,
-    WebhookOptions, validating_webhook_configuration,
+    Converter, Endpoint, FailurePolicy, Policy, ServingCertificate, Validator, Webhook,
+    WebhookHealth, WebhookOptions, conversion_webhook, validating_webhook_configuration_for,
 };
 use kube_fsm::{Phase, StateMachine};
 use serde::Serialize;
@@ -102,6 +103,14 @@ pub async fn serve_behind_proxy<K: Probe>(
     (registration, proxy.expect("a proxy was asked for"))
 }
 
+/// A resource's webhook as a test serves it: for which CRD (all its served versions), with
+/// which conversions, behind a proxy or not.
+struct Served {
+    crd: CustomResourceDefinition,
+    converter: Option<Converter>,
+    behind_proxy: bool,
+}
+
 async fn serve_for<K: Probe>(
     client: &Client,
     ns: &str,
@@ -111,16 +120,67 @@ async fn serve_for<K: Probe>(
     failure: FailurePolicy,
     behind_proxy: bool,
 ) -> (Registration, Option<Proxy>) {
-    let api = Api::<K>::namespaced(client.clone(), ns);
-    create_probe(&api, probe).await;
+    let served = Served {
+        crd: K::crd(),
+        converter: None,
+        behind_proxy,
+    };
+    serve_crd(client, ns, label, probe, policy, failure, served).await
+}
+
+/// Serves the webhook of a resource of several versions for namespace `ns` (labelled by
+/// [`namespace`]): `crd` (e.g. `kube_fsm::crd_versions`) is installed with its conversions
+/// sent to `converter` on the same server, and every served version is reviewed. `probe` is
+/// created through `K`, the stored version.
+///
+/// # Panics
+/// When it cannot be served, installed or registered.
+pub async fn serve_versions<K: Probe>(
+    client: &Client,
+    ns: &str,
+    probe: K,
+    crd: CustomResourceDefinition,
+    converter: Converter,
+) -> Registration {
+    let served = Served {
+        crd,
+        converter: Some(converter),
+        behind_proxy: false,
+    };
+    serve_crd(
+        client,
+        ns,
+        (SCOPE_LABEL, ns),
+        probe,
+        Policy::default(),
+        FailurePolicy::Fail,
+        served,
+    )
+    .await
+    .0
+}
+
+async fn serve_crd<K: Probe>(
+    client: &Client,
+    ns: &str,
+    label: (&str, &str),
+    probe: K,
+    policy: Policy,
+    failure: FailurePolicy,
+    served: Served,
+) -> (Registration, Option<Proxy>) {
     let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).expect("certificate");
     let mut options = options_for(label, Endpoint::Url(String::new()), failure);
     options.ca_bundle = certificate.ca_bundle().map(str::to_owned);
     let validator = Validator::new::<K>(policy.clone()).expect("policy");
-    let webhook = Webhook::bind("127.0.0.1:0".parse().expect("addr"), validator, certificate)
+    let mut webhook = Webhook::bind("127.0.0.1:0".parse().expect("addr"), validator, certificate)
         .await
         .expect("bind webhook");
-    let proxy = if behind_proxy {
+    let converts = served.converter.is_some();
+    if let Some(converter) = served.converter {
+        webhook = webhook.converter(converter);
+    }
+    let proxy = if served.behind_proxy {
         Some(Proxy::start(webhook.local_addr()).await)
     } else {
         None
@@ -129,7 +189,12 @@ async fn serve_for<K: Probe>(
     options.endpoint = Endpoint::Url(format!("https://{addr}"));
     let health = webhook.health();
     let task = tokio::spawn(webhook.run());
-    let name = register::<K>(client, ns, &options, &policy).await;
+    if converts {
+        cluster::install_crd(client, conversion_webhook(served.crd.clone(), &options)).await;
+    }
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    create_probe(&api, probe).await;
+    let name = register(client, ns, &served.crd, &options, &policy).await;
     wait_active(&api, &name).await;
     let registration = Registration {
         client: client.clone(),
@@ -159,7 +224,7 @@ pub async fn unreachable<K: Probe>(client: &Client, ns: &str, probe: K) -> Regis
         FailurePolicy::Fail,
     );
     options.ca_bundle = certificate.ca_bundle().map(str::to_owned);
-    let name = register::<K>(client, ns, &options, &Policy::default()).await;
+    let name = register(client, ns, &K::crd(), &options, &Policy::default()).await;
     wait_active(&api, &name).await;
     Registration {
         client: client.clone(),
@@ -229,13 +294,14 @@ async fn wait_active<K: Probe>(api: &Api<K>, name: &str) {
     .unwrap_or_else(|| panic!("webhook {name} not called within 30 s"));
 }
 
-async fn register<K: CustomResourceExt>(
+async fn register(
     client: &Client,
     ns: &str,
+    crd: &CustomResourceDefinition,
     options: &WebhookOptions,
     policy: &Policy,
 ) -> String {
-    let mut configuration = validating_webhook_configuration::<K>(options, policy);
+    let mut configuration = validating_webhook_configuration_for(crd, options, policy);
     let name = format!(
         "{ns}.{}",
         configuration.metadata.name.as_deref().unwrap_or("")
@@ -305,7 +371,8 @@ pub async fn policy_webhook_down<K: Probe>(client: &Client, ns: &str, probe: K) 
         .expect("certificate")
         .ca_bundle()
         .map(str::to_owned);
-    let mut configuration = validating_webhook_configuration::<K>(&options, &Policy::default());
+    let mut configuration =
+        validating_webhook_configuration_for(&K::crd(), &options, &Policy::default());
     let plural = K::crd().spec.names.plural;
     for webhook in configuration.webhooks.iter_mut().flatten() {
         webhook.name = format!("policy.{}", webhook.name);

@@ -1,8 +1,10 @@
 //! `Ticket`, one resource in two versions with one machine (`specs/ticket.yaml`): `v1alpha1`
-//! and `v1`, `v1` stored. The versions' fields are the same (the API server converts between
-//! them by changing `apiVersion` alone), so every object reads back in either version.
+//! and `v1`, `v1` stored (the hub). `v1` renamed and restructured the spec (`title` →
+//! `summary`, `assignee` → `owner.name`); [`converter`] converts between them, and the CRD
+//! ([`crd`]) sends the API server's conversions to it.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube_fsm::admission::Converter;
 
 /// The first version.
 pub mod v1alpha1 {
@@ -26,6 +28,8 @@ pub mod v1alpha1 {
     pub struct TicketSpec {
         /// What it is about.
         pub title: String,
+        /// Who works on it.
+        pub assignee: Option<String>,
     }
 
     /// Status of [`Ticket`].
@@ -57,8 +61,17 @@ pub mod v1 {
         status = "TicketStatus"
     )]
     pub struct TicketSpec {
-        /// What it is about.
-        pub title: String,
+        /// What it is about (`title` in `v1alpha1`).
+        pub summary: String,
+        /// Who owns it (`assignee` in `v1alpha1`).
+        pub owner: Owner,
+    }
+
+    /// Who owns a ticket.
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub struct Owner {
+        /// Their name, if someone does.
+        pub name: Option<String>,
     }
 
     /// Status of [`Ticket`].
@@ -70,7 +83,34 @@ pub mod v1 {
     }
 }
 
-/// The CRD serving both versions, `v1` stored, each with the machine.
+impl From<v1alpha1::TicketSpec> for v1::TicketSpec {
+    fn from(old: v1alpha1::TicketSpec) -> Self {
+        v1::TicketSpec {
+            summary: old.title,
+            owner: v1::Owner { name: old.assignee },
+        }
+    }
+}
+
+impl From<v1::TicketSpec> for v1alpha1::TicketSpec {
+    fn from(new: v1::TicketSpec) -> Self {
+        v1alpha1::TicketSpec {
+            title: new.summary,
+            assignee: new.owner.name,
+        }
+    }
+}
+
+/// The conversions between the versions, through `v1`.
+#[must_use]
+pub fn converter() -> Converter {
+    Converter::hub::<v1::Ticket>()
+        .spoke::<v1alpha1::Ticket>()
+        .build()
+}
+
+/// The CRD serving both versions, `v1` stored, each with the machine (conversions still to be
+/// pointed at a webhook: `kube_fsm::admission::conversion_webhook`).
 ///
 /// # Panics
 /// Never: both versions carry the machine of one spec.

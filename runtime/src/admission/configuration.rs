@@ -7,12 +7,15 @@ use k8s_openapi::api::admissionregistration::v1::{
     RuleWithOperations, ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration,
     WebhookClientConfig,
 };
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    self as extensions, CustomResourceDefinition,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 use kube::CustomResourceExt;
 
+use super::conversion::CONVERT_PATH;
 use super::policy::Policy;
 
 /// The path of the machine's (and the platform layer's) webhook.
@@ -167,6 +170,37 @@ pub fn validating_webhook_configuration_for(
     }
 }
 
+/// `crd` with its conversions sent to the operator's webhook (`strategy: Webhook`, at
+/// `options`' endpoint and [`CONVERT_PATH`], with its `caBundle`; `conversionReviewVersions:
+/// [v1]`), which [`super::Webhook::converter`] serves. The failure policy and selectors of
+/// `options` do not apply: the API server converts every object, and a failed conversion
+/// fails the request.
+#[must_use]
+pub fn conversion_webhook(
+    mut crd: CustomResourceDefinition,
+    options: &WebhookOptions,
+) -> CustomResourceDefinition {
+    let admission = client_config(options, CONVERT_PATH);
+    let client_config = extensions::WebhookClientConfig {
+        ca_bundle: admission.ca_bundle,
+        url: admission.url,
+        service: admission.service.map(|s| extensions::ServiceReference {
+            name: s.name,
+            namespace: s.namespace,
+            path: s.path,
+            port: s.port,
+        }),
+    };
+    crd.spec.conversion = Some(extensions::CustomResourceConversion {
+        strategy: "Webhook".to_owned(),
+        webhook: Some(extensions::WebhookConversion {
+            client_config: Some(client_config),
+            conversion_review_versions: vec!["v1".to_owned()],
+        }),
+    });
+    crd
+}
+
 fn client_config(options: &WebhookOptions, path: &str) -> WebhookClientConfig {
     let ca_bundle = options
         .ca_bundle
@@ -276,6 +310,33 @@ mod tests {
             rules[0].api_versions.as_deref().unwrap(),
             ["v1", "v1alpha1"]
         );
+    }
+
+    #[test]
+    fn conversions_go_to_the_webhook_at_its_own_path_with_its_ca() {
+        let mut options = WebhookOptions::new(Endpoint::Service {
+            namespace: "ops".into(),
+            name: "db-webhook".into(),
+            port: Some(443),
+        });
+        options.ca_bundle = Some("PEM".into());
+        let crd = conversion_webhook(Task::crd(), &options);
+        let conversion = crd.spec.conversion.unwrap();
+        assert_eq!(conversion.strategy, "Webhook");
+        let webhook = conversion.webhook.unwrap();
+        assert_eq!(webhook.conversion_review_versions, ["v1"]);
+        let config = webhook.client_config.unwrap();
+        let service = config.service.unwrap();
+        assert_eq!(
+            (
+                service.namespace.as_str(),
+                service.name.as_str(),
+                service.path.as_deref(),
+                service.port
+            ),
+            ("ops", "db-webhook", Some("/convert"), Some(443))
+        );
+        assert_eq!(config.ca_bundle.unwrap().0, b"PEM");
     }
 
     fn selector(key: &str, value: &str) -> LabelSelector {

@@ -18,8 +18,14 @@
 //! The parts: [`Validator`] decides one review (pure); [`Webhook`] serves it over HTTPS with a
 //! [`ServingCertificate`] (PEM files, re-read when they change, or a development CA made in
 //! memory); [`validating_webhook_configuration`] registers it, next to [`crate::crd()`].
+//!
+//! The same server converts a resource served in several versions ([`crate::crd_versions`]):
+//! a [`Converter`] (pure, hub-and-spoke over the user's `From` impls between the versions'
+//! specs; status passes through) given to [`Webhook::converter`], registered in the CRD by
+//! [`conversion_webhook`].
 
 mod configuration;
+mod conversion;
 mod policy;
 mod review;
 mod rules;
@@ -27,9 +33,10 @@ mod server;
 mod tls;
 
 pub use configuration::{
-    Endpoint, FailurePolicy, PATH, TIER_PATH, WebhookOptions, validating_webhook_configuration,
-    validating_webhook_configuration_for,
+    Endpoint, FailurePolicy, PATH, TIER_PATH, WebhookOptions, conversion_webhook,
+    validating_webhook_configuration, validating_webhook_configuration_for,
 };
+pub use conversion::{CONVERT_PATH, Conversions, Converter};
 pub use policy::{OperatorIdentity, People, Policy, PolicyError, Requester, Rule, Tier};
 pub use review::Validator;
 pub use rules::{NOT_SUPPORTED, PHASE_FIELD, Violation, check, is_manual, no_such_transition};

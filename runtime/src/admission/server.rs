@@ -1,6 +1,7 @@
 //! The webhook's HTTPS server (hyper on rustls): `POST` [`PATH`] for the machine and the
-//! platform layer, `POST` [`TIER_PATH`]`NAME` for a tier; everything else is 404 or 405, which
-//! the API server treats under the webhook's failure policy.
+//! platform layer, `POST` [`TIER_PATH`]`NAME` for a tier, and, with a [`Converter`], `POST`
+//! [`CONVERT_PATH`] for the CRD's conversions; everything else is 404 or 405, which the API
+//! server treats under the webhook's failure policy.
 //!
 //! The port faces the cluster network, so nothing a client sends can make the operator grow
 //! without bound: at most [`MAX_CONNECTIONS`] connections (more are closed at once); a TLS
@@ -40,6 +41,8 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_rustls::TlsAcceptor;
 
 use super::configuration::{PATH, TIER_PATH};
+use super::conversion::{CONVERT_PATH, Converter};
+use super::policy::Tier;
 use super::review::Validator;
 use super::tls::{ServingCertificate, TlsError};
 
@@ -195,6 +198,7 @@ impl WebhookHealth {
 pub struct Webhook {
     listener: TcpListener,
     validator: Arc<Validator>,
+    converter: Option<Arc<Converter>>,
     certificate: ServingCertificate,
     tls: TlsAcceptor,
     health: WebhookHealth,
@@ -204,6 +208,7 @@ pub struct Webhook {
 /// What one connection's requests share: the decision, the metrics, the body budget.
 struct Shared {
     validator: Arc<Validator>,
+    converter: Option<Arc<Converter>>,
     metrics: WebhookMetrics,
     budget: Semaphore,
 }
@@ -234,6 +239,7 @@ impl Webhook {
         Ok(Self {
             listener,
             validator: Arc::new(validator),
+            converter: None,
             certificate,
             tls,
             health: WebhookHealth::default(),
@@ -250,6 +256,14 @@ impl Webhook {
     pub fn client_ca(mut self, ca_pem: &[u8]) -> Result<Self, ServeError> {
         self.tls = acceptor(&self.certificate, Some(ca_pem))?;
         Ok(self)
+    }
+
+    /// Also serves the CRD's conversions at [`CONVERT_PATH`] (same server, certificate and
+    /// limits), as [`crate::admission::conversion_webhook`] registers them.
+    #[must_use]
+    pub fn converter(mut self, converter: Converter) -> Self {
+        self.converter = Some(Arc::new(converter));
+        self
     }
 
     /// The bound address.
@@ -279,6 +293,7 @@ impl Webhook {
         let Self {
             listener,
             validator,
+            converter,
             certificate,
             tls,
             health,
@@ -290,6 +305,7 @@ impl Webhook {
         let up = metrics.serving.clone();
         let shared = Arc::new(Shared {
             validator,
+            converter,
             metrics,
             budget: Semaphore::new(BODY_BUDGET),
         });
@@ -388,19 +404,24 @@ async fn answer(request: Request<Incoming>, shared: &Shared) -> Response<Full<By
     let (validator, metrics) = (&shared.validator, &shared.metrics);
     let started = Instant::now();
     let path = request.uri().path().to_owned();
-    let tier = match path.strip_prefix(TIER_PATH) {
+    let route = match path.strip_prefix(TIER_PATH) {
         Some(name) => match validator.policy().tier(name) {
-            Some(tier) => Some(tier),
+            Some(tier) => Route::Review(Some(tier)),
             None => return text(StatusCode::NOT_FOUND, format!("no tier {name:?}\n")),
         },
-        None if path == PATH => None,
+        None if path == PATH => Route::Review(None),
+        None if path == CONVERT_PATH => match &shared.converter {
+            Some(converter) => Route::Convert(converter),
+            None => return text(StatusCode::NOT_FOUND, "no conversions served\n".to_owned()),
+        },
         None => return text(StatusCode::NOT_FOUND, "not found\n".to_owned()),
     };
     if request.method() != Method::POST {
-        return text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "POST an AdmissionReview\n".to_owned(),
-        );
+        let what = match route {
+            Route::Review(_) => "an AdmissionReview",
+            Route::Convert(_) => "a ConversionReview",
+        };
+        return text(StatusCode::METHOD_NOT_ALLOWED, format!("POST {what}\n"));
     }
     let body = match tokio::time::timeout(
         REQUEST_DEADLINE,
@@ -417,18 +438,39 @@ async fn answer(request: Request<Incoming>, shared: &Shared) -> Response<Full<By
             );
         }
     };
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
-        Ok(review) => review,
-        Err(err) => {
-            return text(
-                StatusCode::BAD_REQUEST,
-                format!("not an AdmissionReview: {err}\n"),
-            );
+    let (answered, denied) = match route {
+        Route::Review(tier) => {
+            let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
+                Ok(review) => review,
+                Err(err) => {
+                    return text(
+                        StatusCode::BAD_REQUEST,
+                        format!("not an AdmissionReview: {err}\n"),
+                    );
+                }
+            };
+            let answered = validator.review(tier, review);
+            let denied = answered.response.as_ref().is_some_and(|r| !r.allowed);
+            (serde_json::to_vec(&answered), denied)
         }
+        Route::Convert(converter) => match serde_json::from_slice(&body) {
+            Ok(review) => {
+                let answered = converter.review(review);
+                let failed = answered
+                    .response
+                    .as_ref()
+                    .is_some_and(|r| r.result.is_failure());
+                (serde_json::to_vec(&answered), failed)
+            }
+            Err(err) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    format!("not a ConversionReview: {err}\n"),
+                );
+            }
+        },
     };
-    let answered = validator.review(tier, review);
-    let denied = answered.response.as_ref().is_some_and(|r| !r.allowed);
-    let response = match serde_json::to_vec(&answered) {
+    let response = match answered {
         Ok(json) => {
             let mut response = Response::new(Full::new(Bytes::from(json)));
             response.headers_mut().insert(
@@ -455,6 +497,14 @@ async fn answer(request: Request<Incoming>, shared: &Shared) -> Response<Full<By
         .get_or_create(&webhook)
         .observe(started.elapsed().as_secs_f64());
     response
+}
+
+/// What a request asks for.
+enum Route<'a> {
+    /// An admission review, for the machine (`None`) or a tier.
+    Review(Option<&'a Tier>),
+    /// A conversion review.
+    Convert(&'a Converter),
 }
 
 /// A body as read, and its share of the budget (held until the request is answered).
