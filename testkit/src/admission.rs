@@ -79,9 +79,22 @@ pub async fn serve<K: Probe>(
     policy: Policy,
     failure: FailurePolicy,
 ) -> Registration {
-    serve_for(client, ns, (SCOPE_LABEL, ns), probe, policy, failure, false)
-        .await
-        .0
+    let served = Served {
+        crd: K::crd(),
+        converter: None,
+        behind_proxy: false,
+    };
+    serve_crd(
+        client,
+        ns,
+        (SCOPE_LABEL, ns),
+        probe,
+        policy,
+        failure,
+        served,
+    )
+    .await
+    .0
 }
 
 /// Serves `K`'s webhook under `policy` like [`serve`], for every namespace labelled `label`
@@ -99,7 +112,12 @@ pub async fn serve_behind_proxy<K: Probe>(
     policy: Policy,
     failure: FailurePolicy,
 ) -> (Registration, Proxy) {
-    let (registration, proxy) = serve_for(client, ns, label, probe, policy, failure, true).await;
+    let served = Served {
+        crd: K::crd(),
+        converter: None,
+        behind_proxy: true,
+    };
+    let (registration, proxy) = serve_crd(client, ns, label, probe, policy, failure, served).await;
     (registration, proxy.expect("a proxy was asked for"))
 }
 
@@ -109,23 +127,6 @@ struct Served {
     crd: CustomResourceDefinition,
     converter: Option<Converter>,
     behind_proxy: bool,
-}
-
-async fn serve_for<K: Probe>(
-    client: &Client,
-    ns: &str,
-    label: (&str, &str),
-    probe: K,
-    policy: Policy,
-    failure: FailurePolicy,
-    behind_proxy: bool,
-) -> (Registration, Option<Proxy>) {
-    let served = Served {
-        crd: K::crd(),
-        converter: None,
-        behind_proxy,
-    };
-    serve_crd(client, ns, label, probe, policy, failure, served).await
 }
 
 /// Serves the webhook of a resource of several versions for namespace `ns` (labelled by
