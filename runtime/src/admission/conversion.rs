@@ -29,6 +29,65 @@ struct Pair {
 }
 
 /// The conversions of one resource between its versions, through its hub version.
+///
+/// ```no_run
+/// # mod v1alpha1 {
+/// #     use kube::CustomResource; use kube_fsm::{MachineStatus, state_machine};
+/// #     use schemars::JsonSchema; use serde::{Deserialize, Serialize};
+/// #     #[state_machine(phases(Open(initial), Closed(terminal)), transitions(Open -> Closed))]
+/// #     #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
+/// #     #[kube(group = "example.com", version = "v1alpha1", kind = "Ticket", namespaced, status = "TicketStatus")]
+/// #     pub struct TicketSpec { pub title: String }
+/// #     #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// #     pub struct TicketStatus { #[serde(flatten)] pub machine: MachineStatus<TicketPhase> }
+/// # }
+/// # mod v1 {
+/// #     use kube::CustomResource; use kube_fsm::{MachineStatus, state_machine};
+/// #     use schemars::JsonSchema; use serde::{Deserialize, Serialize};
+/// #     #[state_machine(phases(Open(initial), Closed(terminal)), transitions(Open -> Closed))]
+/// #     #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
+/// #     #[kube(group = "example.com", version = "v1", kind = "Ticket", namespaced, status = "TicketStatus")]
+/// #     pub struct TicketSpec { pub summary: String }
+/// #     #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// #     pub struct TicketStatus { #[serde(flatten)] pub machine: MachineStatus<TicketPhase> }
+/// # }
+/// use kube_fsm::admission::{
+///     Converter, Endpoint, Policy, ServingCertificate, Validator, Webhook, WebhookOptions,
+///     conversion_webhook, validating_webhook_configuration_for,
+/// };
+///
+/// // v1 (the hub) renamed `title` to `summary`: one `From` each way.
+/// impl From<v1alpha1::TicketSpec> for v1::TicketSpec {
+///     fn from(old: v1alpha1::TicketSpec) -> Self {
+///         v1::TicketSpec { summary: old.title }
+///     }
+/// }
+/// impl From<v1::TicketSpec> for v1alpha1::TicketSpec {
+///     fn from(new: v1::TicketSpec) -> Self {
+///         v1alpha1::TicketSpec { title: new.summary }
+///     }
+/// }
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let crd = kube_fsm::crd_versions(
+///     vec![kube_fsm::crd::<v1alpha1::Ticket>(), kube_fsm::crd::<v1::Ticket>()],
+///     "v1",
+/// )?;
+/// let converter = Converter::hub::<v1::Ticket>().spoke::<v1alpha1::Ticket>().build();
+/// let certificate = ServingCertificate::from_files("/tls/tls.crt", "/tls/tls.key")?;
+/// let validator = Validator::new::<v1::Ticket>(Policy::default())?;
+/// let webhook = Webhook::bind("0.0.0.0:9443".parse()?, validator, certificate).await?;
+/// tokio::spawn(webhook.converter(converter).run());
+/// // Registered once, e.g. by the deployment:
+/// let options = WebhookOptions::new(Endpoint::Service {
+///     namespace: "tickets".into(),
+///     name: "ticket-webhook".into(),
+///     port: Some(443),
+/// });
+/// let crd = conversion_webhook(crd, &options); // spec.conversion: the webhook's /convert
+/// let reviews = validating_webhook_configuration_for(&crd, &options, &Policy::default());
+/// # Ok(()) }
+/// ```
 pub struct Converter {
     group: String,
     kind: String,
