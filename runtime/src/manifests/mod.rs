@@ -10,6 +10,7 @@ mod webhook;
 
 use std::time::Duration;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
@@ -36,6 +37,8 @@ pub struct Deploy {
     pub(crate) replicas: u32,
     pub(crate) metrics_port: u16,
     pub(crate) renew_deadline: Duration,
+    /// The CRD deployed instead of `crd::<K>()` (several versions, say).
+    pub(crate) crd: Option<CustomResourceDefinition>,
     #[cfg(feature = "admission")]
     pub(crate) webhook: Option<webhook::Served>,
 }
@@ -58,9 +61,20 @@ impl Deploy {
             replicas: 1,
             metrics_port: 8080,
             renew_deadline: Duration::from_secs(10),
+            crd: None,
             #[cfg(feature = "admission")]
             webhook: None,
         }
+    }
+
+    /// Deploys `crd` instead of [`crate::crd()`] of the resource, e.g. its several versions
+    /// ([`crate::crd_versions`]). With the webhook ([`Deploy::webhook`]) and more than one
+    /// version, the CRD's conversions go to the webhook's Service (`/convert`, the CA injected
+    /// by cert-manager), and the registration reviews every served version.
+    #[must_use]
+    pub fn crd(mut self, crd: CustomResourceDefinition) -> Self {
+        self.crd = Some(crd);
+        self
     }
 
     /// The container's command (its entrypoint when empty).
@@ -104,8 +118,14 @@ impl Deploy {
     /// ([`crate::Operator::rbac`] of the operator as the Deployment runs it), in order, with
     /// `kustomization.yaml` last.
     pub fn manifests<K: StateMachine + CustomResourceExt>(&self, rbac: &Rbac) -> Vec<Manifest> {
+        let crd = self.crd.clone().unwrap_or_else(crate::model::crd::crd::<K>);
+        #[cfg(feature = "admission")]
+        let crd = match &self.webhook {
+            Some(served) => webhook::converting(self, served, crd),
+            None => crd,
+        };
         let mut manifests = vec![
-            manifest("crd.yaml", crate::model::crd::crd::<K>()),
+            manifest("crd.yaml", &crd),
             manifest("service-account.yaml", objects::service_account(self)),
         ];
         let roles = rbac.objects(&self.name, &self.name, &self.namespace);
@@ -138,7 +158,7 @@ impl Deploy {
         }
         #[cfg(feature = "admission")]
         if let Some(served) = &self.webhook {
-            manifests.extend(webhook::manifests::<K>(self, served));
+            manifests.extend(webhook::manifests(self, served, &crd));
         }
         let resources: Vec<&str> = manifests.iter().map(|m| m.file.as_str()).collect();
         let kustomization = json!({

@@ -1,9 +1,10 @@
 //! The admission webhook's deployment: its Service, its registration (the CA injected by
 //! cert-manager's CA injector) and a cert-manager Issuer and Certificate whose Secret the
-//! operator's Pod mounts.
+//! operator's Pod mounts; for a CRD of several versions, its conversions sent to the same
+//! webhook.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::CustomResourceExt;
 use serde_json::json;
 
 use crate::admission::{Endpoint, FailurePolicy, Policy, WebhookOptions};
@@ -63,14 +64,47 @@ pub(crate) fn secret(deploy: &Deploy) -> String {
     format!("{}-webhook-tls", deploy.name)
 }
 
-pub(crate) fn manifests<K: CustomResourceExt>(deploy: &Deploy, served: &Served) -> Vec<Manifest> {
+/// cert-manager's CA injector fills the `caBundle`s of an object with this annotation from the
+/// webhook's Certificate.
+const INJECT_CA_FROM: &str = "cert-manager.io/inject-ca-from";
+
+/// `crd` with its conversions sent to the webhook when it serves several versions (the CA
+/// injected by cert-manager, as for the registration); as it is otherwise.
+pub(crate) fn converting(
+    deploy: &Deploy,
+    served: &Served,
+    crd: CustomResourceDefinition,
+) -> CustomResourceDefinition {
+    if crd.spec.versions.len() < 2 {
+        return crd;
+    }
+    let mut crd = crate::admission::conversion_webhook(crd, &served.options);
+    crd.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(INJECT_CA_FROM.to_owned(), certificate_ref(deploy));
+    crd
+}
+
+/// `NAMESPACE/NAME` of the webhook's Certificate.
+fn certificate_ref(deploy: &Deploy) -> String {
+    format!("{}/{}", deploy.namespace, service(deploy))
+}
+
+pub(crate) fn manifests(
+    deploy: &Deploy,
+    served: &Served,
+    crd: &CustomResourceDefinition,
+) -> Vec<Manifest> {
     let (name, namespace) = (service(deploy), deploy.namespace.as_str());
-    let mut registration = serde_json::to_value(
-        crate::admission::validating_webhook_configuration::<K>(&served.options, &served.policy),
-    )
-    .unwrap_or_default();
-    registration["metadata"]["annotations"] =
-        json!({ "cert-manager.io/inject-ca-from": format!("{namespace}/{name}") });
+    let mut registration =
+        serde_json::to_value(crate::admission::validating_webhook_configuration_for(
+            crd,
+            &served.options,
+            &served.policy,
+        ))
+        .unwrap_or_default();
+    registration["metadata"]["annotations"] = json!({ INJECT_CA_FROM: certificate_ref(deploy) });
     let service = json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -115,4 +149,53 @@ pub(crate) fn manifests<K: CustomResourceExt>(deploy: &Deploy, served: &Served) 
         object,
     })
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::admission::{FailurePolicy, Policy};
+    use crate::manifests::Deploy;
+    use crate::operator::rbac::Rbac;
+    use crate::test_machines::Database;
+
+    #[test]
+    fn a_crd_of_several_versions_converts_through_the_webhook_and_is_reviewed_in_each() {
+        let mut older = crate::crd::<Database>();
+        older.spec.versions[0].name = "v1alpha1".into();
+        let crd = crate::crd_versions(vec![older, crate::crd::<Database>()], "v1").unwrap();
+        let deploy = Deploy::new("db", "ops", "image:1").crd(crd).webhook(
+            9443,
+            Policy::default(),
+            FailurePolicy::Fail,
+            None,
+        );
+        let manifests = deploy.manifests::<Database>(&Rbac::default());
+        let file = |name: &str| {
+            manifests
+                .iter()
+                .find(|m| m.file == name)
+                .map(|m| m.object.clone())
+                .unwrap_or_else(|| panic!("no {name}"))
+        };
+        let crd = file("crd.yaml");
+        let conversion = &crd["spec"]["conversion"];
+        assert_eq!(conversion["strategy"], "Webhook");
+        let service = &conversion["webhook"]["clientConfig"]["service"];
+        assert_eq!(
+            (&service["namespace"], &service["name"], &service["path"]),
+            (&"ops".into(), &"db-webhook".into(), &"/convert".into())
+        );
+        assert_eq!(
+            crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "ops/db-webhook"
+        );
+        let registration = manifests
+            .iter()
+            .find(|m| m.object["kind"] == "ValidatingWebhookConfiguration")
+            .expect("the registration");
+        assert_eq!(
+            registration.object["webhooks"][0]["rules"][0]["apiVersions"],
+            serde_json::json!(["v1", "v1alpha1"])
+        );
+    }
 }
