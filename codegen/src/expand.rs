@@ -6,10 +6,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::quote;
 
 use crate::diag::{Diagnostics, Loc};
-use crate::gate::{
-    self,
-    lock::{self, Lock},
-};
+use crate::gate;
 use crate::lower::{self, Target};
 use crate::parse::args::{self, SpecSource};
 use crate::read::{from_yaml, load};
@@ -47,14 +44,15 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         (raw, &machine, &lock_file, &loaded)
         && diags.is_empty()
     {
-        match Lock::read(&lock_file.file) {
-            Ok(released) => gate::check(raw, machine, &released, &loaded.file.display, &mut diags),
-            Err(errors) => {
-                for error in errors {
-                    diags.push(lock::invalid(spec_span, &error));
-                }
-            }
-        }
+        let at = Loc::Span(spec_span);
+        gate::apply(
+            raw,
+            machine,
+            &lock_file.file,
+            &loaded.file.display,
+            at,
+            &mut diags,
+        );
     }
     input.require_status(&mut diags);
 

@@ -75,16 +75,9 @@ pub fn check(
     if let (Some(raw), Some(machine), Some((lock_display, lock_text))) = (&raw, &machine, lock)
         && diags.is_empty()
     {
-        let lock = gate::lock::Lock::read(&SourceFile::new(lock_display, lock_text)).map_err(
-            |errors| {
-                let at = Span::call_site();
-                errors
-                    .iter()
-                    .map(|e| gate::lock::invalid(at, e).render(None))
-                    .collect::<Vec<_>>()
-            },
-        )?;
-        gate::check(raw, machine, &lock, display, &mut diags);
+        let lock = SourceFile::new(lock_display, lock_text);
+        let at = diag::Loc::Span(Span::call_site());
+        gate::apply(raw, machine, &lock, display, at, &mut diags);
     }
     let mut errors = diags.into_vec();
     match machine {

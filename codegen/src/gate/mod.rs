@@ -14,11 +14,32 @@
 
 pub mod lock;
 
-use crate::diag::{Diagnostic, Diagnostics};
+use crate::diag::{Diagnostic, Diagnostics, Loc, SourceFile};
 use crate::model::Machine;
 use crate::spec::{RawSpec, Section};
 
 use lock::Lock;
+
+/// The gate for a spec with no other error: `machine` (read from `spec`, shown as
+/// `spec_path`) against the lock in `lock_file`; a lock that does not read is an error at
+/// `at`, one per mistake.
+pub fn apply(
+    spec: &RawSpec,
+    machine: &Machine,
+    lock_file: &SourceFile,
+    spec_path: &str,
+    at: Loc,
+    diags: &mut Diagnostics,
+) {
+    match Lock::read(lock_file) {
+        Ok(lock) => check(spec, machine, &lock, spec_path, diags),
+        Err(errors) => {
+            for error in errors {
+                diags.push(lock::invalid(at, &error));
+            }
+        }
+    }
+}
 
 /// Checks `machine` (read from `spec`, the file shown as `spec_path`) against `lock`.
 pub fn check(

@@ -32,8 +32,8 @@ pub struct Endpoints {
     registry: Registry,
     health: Health,
     webhook: Option<WebhookHealth>,
-    machines: Vec<Description>,
-    metrics: Metrics,
+    /// Each machine `/machine` draws, with the metrics that count its objects.
+    machines: Vec<(Description, Metrics)>,
 }
 
 impl Endpoints {
@@ -45,7 +45,6 @@ impl Endpoints {
             health,
             webhook: None,
             machines: Vec::new(),
-            metrics: Metrics::default(),
         }
     }
 
@@ -60,8 +59,8 @@ impl Endpoints {
     /// given to its operator) count in the controller's cache.
     #[must_use]
     pub fn machine<K: StateMachine>(mut self, metrics: &Metrics) -> Self {
-        self.machines.push(Description::of(K::machine()));
-        self.metrics = metrics.clone();
+        self.machines
+            .push((Description::of(K::machine()), metrics.clone()));
         self
     }
 
@@ -123,9 +122,9 @@ async fn respond(
             let shown: Vec<Shown<'_>> = served
                 .machines
                 .iter()
-                .map(|machine| Shown {
+                .map(|(machine, metrics)| Shown {
                     machine,
-                    counts: served.metrics.objects(&machine.kind),
+                    counts: metrics.objects(&machine.kind),
                 })
                 .collect();
             (
