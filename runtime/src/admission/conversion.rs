@@ -260,7 +260,7 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use kube::CustomResource;
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
@@ -318,7 +318,9 @@ mod tests {
         }
     }
 
-    fn converter() -> Converter {
+    /// `Ticket`'s conversions: `v1alpha1` (`title`, `assignee`) through `v1` (`summary`,
+    /// `owner.name`).
+    pub(in crate::admission) fn converter() -> Converter {
         Converter::hub::<v1::Ticket>()
             .spoke::<v1alpha1::Ticket>()
             .build()

@@ -613,12 +613,17 @@ mod tests {
         pages * 4096
     }
 
-    /// POSTs one legal review on a new connection; returns the status line.
+    /// POSTs one legal review on a new connection; the whole answer.
     async fn review(tls: &TlsConnector, addr: SocketAddr) -> String {
         let body = status_update(Some("Pending"), Some("Running"), "kube-fsm").to_string();
+        post(tls, addr, PATH, &body).await
+    }
+
+    /// POSTs `body` to `path` on a new connection; the whole answer.
+    async fn post(tls: &TlsConnector, addr: SocketAddr, path: &str, body: &str) -> String {
         let mut stream = connect(tls, addr).await;
         let head = format!(
-            "POST {PATH} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
             body.len()
         );
         stream.write_all(head.as_bytes()).await.unwrap();
@@ -626,6 +631,55 @@ mod tests {
         let mut answer = String::new();
         stream.read_to_string(&mut answer).await.unwrap_or_default();
         answer
+    }
+
+    #[tokio::test]
+    async fn conversions_are_served_at_their_path_beside_the_reviews_and_only_when_given() {
+        let conversion = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "ConversionReview",
+            "request": {
+                "uid": "u-2",
+                "desiredAPIVersion": "example.com/v1",
+                "objects": [{
+                    "apiVersion": "example.com/v1alpha1",
+                    "kind": "Ticket",
+                    "metadata": { "name": "t", "namespace": "ns" },
+                    "spec": { "title": "t", "assignee": null },
+                    "status": { "phase": "Working" },
+                }],
+            },
+        })
+        .to_string();
+        let mut served = Vec::new();
+        for converts in [true, false] {
+            let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).unwrap();
+            let tls = connector(certificate.ca_bundle().unwrap());
+            let validator = Validator::for_machine(&MACHINE, Policy::default());
+            let mut webhook = Webhook::bind("127.0.0.1:0".parse().unwrap(), validator, certificate)
+                .await
+                .unwrap();
+            if converts {
+                webhook = webhook.converter(crate::admission::conversion::tests::converter());
+            }
+            let addr = webhook.local_addr();
+            let server = tokio::spawn(webhook.run());
+            let converted = post(&tls, addr, CONVERT_PATH, &conversion).await;
+            let reviewed = review(&tls, addr).await;
+            server.abort();
+            served.push((converted, reviewed));
+        }
+        let (converted, reviewed) = &served[0];
+        assert!(converted.starts_with("HTTP/1.1 200"), "{converted}");
+        assert!(converted.contains(r#""summary":"t""#), "{converted}");
+        assert!(
+            converted.contains(r#""status":{"phase":"Working"}"#),
+            "{converted}"
+        );
+        assert!(reviewed.starts_with("HTTP/1.1 200"), "{reviewed}");
+        let (converted, _) = &served[1];
+        assert!(converted.starts_with("HTTP/1.1 404"), "{converted}");
+        assert!(converted.contains("no conversions served"), "{converted}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
