@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::cluster::fresh_name;
+use crate::cluster::{fresh_name, tool};
 
 /// How long one page may take.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -49,17 +49,11 @@ impl Chromium {
     /// When one is required and missing.
     #[must_use]
     pub fn find(test: &str) -> Option<Chromium> {
-        let Some(binary) = std::env::var_os("KUBE_FSM_CHROMIUM") else {
-            let required = std::env::var("KUBE_FSM_REQUIRE_CLUSTER").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but KUBE_FSM_CHROMIUM is not set (eval \"$(scripts/chromium env)\")"
-            );
-            eprintln!(
-                "\n*** SKIPPED {test}: no KUBE_FSM_CHROMIUM (scripts/chromium ensure; eval \"$(scripts/chromium env)\").\n"
-            );
-            return None;
-        };
+        let binary = tool(
+            test,
+            "KUBE_FSM_CHROMIUM",
+            "scripts/chromium ensure; eval \"$(scripts/chromium env)\"",
+        )?;
         Some(Chromium {
             binary: binary.into(),
         })

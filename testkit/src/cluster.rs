@@ -13,13 +13,37 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use tokio::sync::OnceCell;
 
+/// Whether this run must not skip what needs a cluster (`KUBE_FSM_REQUIRE_CLUSTER=1`, as
+/// `scripts/test` sets it).
+fn required() -> bool {
+    std::env::var("KUBE_FSM_REQUIRE_CLUSTER").is_ok_and(|v| v == "1")
+}
+
+/// The program the environment variable `var` names, which `setup` (the shell commands a
+/// developer runs, e.g. `eval "$(scripts/prometheus env)"`) provides; `None`, after a loud
+/// message, when it is unset and the run does not require a cluster.
+///
+/// # Panics
+/// When `KUBE_FSM_REQUIRE_CLUSTER=1` and `var` is unset.
+#[must_use]
+pub fn tool(test: &str, var: &str, setup: &str) -> Option<std::ffi::OsString> {
+    let found = std::env::var_os(var);
+    if found.is_none() {
+        assert!(
+            !required(),
+            "{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but {var} is not set ({setup})"
+        );
+        eprintln!("\n*** SKIPPED {test}: no {var} ({setup}).\n");
+    }
+    found
+}
+
 /// A client for the test cluster, or `None` (after a loud message) when there is none and the
 /// run does not require one.
 ///
 /// # Panics
 /// When `KUBE_FSM_REQUIRE_CLUSTER=1` and no cluster answers.
 pub async fn client(test: &str) -> Option<Client> {
-    let required = std::env::var("KUBE_FSM_REQUIRE_CLUSTER").is_ok_and(|v| v == "1");
     let client = match Client::try_default().await {
         Ok(client) => match client.apiserver_version().await {
             Ok(_) => Ok(client),
@@ -29,7 +53,7 @@ pub async fn client(test: &str) -> Option<Client> {
     };
     match client {
         Ok(client) => Some(client),
-        Err(err) if required => {
+        Err(err) if required() => {
             panic!("{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but no API server answers: {err}")
         }
         Err(err) => {
@@ -329,15 +353,7 @@ pub fn example_databases() -> kube::api::ApiResource {
 /// # Panics
 /// When `KUBE_FSM_REQUIRE_CLUSTER=1` and there is no kubectl, or it cannot be run.
 pub async fn kubectl(test: &str, args: &[&str]) -> Option<(bool, String)> {
-    let Some(kubectl) = std::env::var_os("KUBE_FSM_KUBECTL") else {
-        let required = std::env::var("KUBE_FSM_REQUIRE_CLUSTER").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but KUBE_FSM_KUBECTL is not set (eval \"$(scripts/envtest env)\")"
-        );
-        eprintln!("\n*** SKIPPED {test}: no KUBE_FSM_KUBECTL (eval \"$(scripts/envtest env)\").\n");
-        return None;
-    };
+    let kubectl = tool(test, "KUBE_FSM_KUBECTL", "eval \"$(scripts/envtest env)\"")?;
     let output = tokio::process::Command::new(kubectl)
         .args(args)
         .output()

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-use crate::cluster::{eventually, fresh_name};
+use crate::cluster::{eventually, fresh_name, tool};
 
 /// How often the server scrapes and evaluates its rules.
 pub const INTERVAL: Duration = Duration::from_secs(1);
@@ -34,17 +34,11 @@ impl Server {
     /// # Panics
     /// When one is required and missing, or it does not start.
     pub async fn start(test: &str, targets: &[SocketAddr], rules: &str) -> Option<Server> {
-        let Some(binary) = std::env::var_os("KUBE_FSM_PROMETHEUS") else {
-            let required = std::env::var("KUBE_FSM_REQUIRE_CLUSTER").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but KUBE_FSM_PROMETHEUS is not set (eval \"$(scripts/prometheus env)\")"
-            );
-            eprintln!(
-                "\n*** SKIPPED {test}: no KUBE_FSM_PROMETHEUS (scripts/prometheus ensure; eval \"$(scripts/prometheus env)\").\n"
-            );
-            return None;
-        };
+        let binary = tool(
+            test,
+            "KUBE_FSM_PROMETHEUS",
+            "scripts/prometheus ensure; eval \"$(scripts/prometheus env)\"",
+        )?;
         let dir = std::env::temp_dir().join(fresh_name("kube-fsm-prometheus"));
         std::fs::create_dir_all(&dir).expect("a folder for Prometheus");
         std::fs::write(dir.join("rules.yaml"), rules).expect("the rules file");

@@ -67,10 +67,10 @@ impl Lock {
 }
 
 /// The error of a lock that does not read, at `at`: `error` is one of its mistakes, rendered
-/// against the lock.
-pub fn invalid(at: impl Into<Loc>, error: &str) -> Diagnostic {
+/// against the lock; `spec` is the spec's path, for the command that rewrites it.
+pub fn invalid(at: impl Into<Loc>, error: &str, spec: &str) -> Diagnostic {
     Diagnostic::new(at, format!("the spec's lock is not valid: {error}"))
-        .help("rewrite it with `kube-fsm lock SPEC`")
+        .help(format!("rewrite it with `kube-fsm lock {spec}`"))
 }
 
 /// The lock of `machine`, the checked spec at `spec` (as the command was given it).

@@ -35,7 +35,7 @@ pub fn apply(
         Ok(lock) => check(spec, machine, &lock, spec_path, diags),
         Err(errors) => {
             for error in errors {
-                diags.push(lock::invalid(at, &error));
+                diags.push(lock::invalid(at, &error, spec_path));
             }
         }
     }

@@ -59,29 +59,35 @@ impl CacheCollector {
     /// Objects per phase label of `machine` now, as `kube_fsm_objects` reports them; empty
     /// when no controller of that machine runs here.
     pub(super) fn objects(&self, machine: &str) -> BTreeMap<&'static str, i64> {
-        self.tallies(Timestamp::now())
+        self.tallies(Timestamp::now(), Some(machine))
             .remove(machine)
             .map(|tally| tally.objects)
             .unwrap_or_default()
     }
 
-    /// One tally per machine, from the sources still alive (the others are dropped).
-    fn tallies(&self, now: Timestamp) -> BTreeMap<&'static str, Tally> {
+    /// One tally per machine (only `only`'s, when given), from the sources still alive (the
+    /// others are dropped).
+    fn tallies(&self, now: Timestamp, only: Option<&str>) -> BTreeMap<&'static str, Tally> {
         let mut tallies: BTreeMap<&'static str, Tally> = BTreeMap::new();
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .retain(|(machine, source)| match source(now) {
-                Some(tally) => {
-                    match tallies.get_mut(machine) {
-                        Some(merged) => merged.merge(tally),
-                        None => {
-                            tallies.insert(machine, tally);
-                        }
-                    }
-                    true
+            .retain(|(machine, source)| {
+                if only.is_some_and(|only| only != *machine) {
+                    return true;
                 }
-                None => false,
+                match source(now) {
+                    Some(tally) => {
+                        match tallies.get_mut(machine) {
+                            Some(merged) => merged.merge(tally),
+                            None => {
+                                tallies.insert(machine, tally);
+                            }
+                        }
+                        true
+                    }
+                    None => false,
+                }
             });
         tallies
     }
@@ -167,7 +173,7 @@ fn encode_one(
 impl Collector for CacheCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let scrape = Scrape::default();
-        for (machine, tally) in self.tallies(Timestamp::now()) {
+        for (machine, tally) in self.tallies(Timestamp::now(), None) {
             scrape.add(machine, &tally);
         }
         let e = &mut encoder;
