@@ -3,6 +3,7 @@
 #![deny(warnings, clippy::pedantic)]
 
 pub mod admission;
+pub mod audit;
 pub mod browser;
 pub mod canned;
 pub mod cluster;
@@ -241,7 +242,8 @@ pub mod resources {
     }
 
     /// A machine that waits for a `Finish` (or times out after 3 s), with a finalizer: for
-    /// pausing, reconcile-now and deletion while paused.
+    /// pausing, reconcile-now and deletion while paused. Its spec's one field is there to edit
+    /// (a new generation).
     #[state_machine(
         phases(Waiting(initial, timeout = "3s" -> Expired), Done(terminal), Expired(terminal)),
         transitions(Waiting -> Done on Finish, Waiting -> Expired),
@@ -255,7 +257,11 @@ pub mod resources {
         namespaced,
         status = "SleeperStatus"
     )]
-    pub struct SleeperSpec {}
+    pub struct SleeperSpec {
+        /// Free text; editing it makes a new generation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub note: Option<String>,
+    }
 
     /// Status of [`Sleeper`].
     #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
@@ -28,6 +29,10 @@ pub(crate) struct Entry<K: Resource, P> {
     pub accepted: Option<(P, Option<Timestamp>)>,
     /// Consecutive failed reconciles (for the per-object backoff).
     pub failures: u32,
+    /// After a failed reconcile: when the backoff allows the next one.
+    pub retry_at: Option<Instant>,
+    /// The resourceVersion a failed reconcile's own last write returned.
+    pub aside: Option<String>,
     /// Whether the last failure was for want of a connection (the recovery reschedules only
     /// those when the connection comes back; a handler's failure keeps its backoff).
     pub disconnected: bool,
@@ -57,6 +62,8 @@ impl<K: Resource, P> Entry<K, P> {
             versions: Versions::default(),
             accepted: None,
             failures: 0,
+            retry_at: None,
+            aside: None,
             disconnected: false,
             veto: None,
             held: None,
@@ -65,6 +72,26 @@ impl<K: Resource, P> Entry<K, P> {
             reverted: None,
             holding: 0,
         }
+    }
+}
+
+impl<K: Resource, P> Entry<K, P> {
+    /// How long a reconcile of the object at `version` must still wait: `Some` only for the
+    /// echo of a failed reconcile's own write (its finalizer, or the status it keeps: see
+    /// `engine::bookkeeping`) within the backoff. kube's controller reconciles that watch event
+    /// at once, so a new object's finalizer, a reconcile request, a resume or a `Stalled` said
+    /// would otherwise buy one more handler call each. Anything else (a change by someone, the
+    /// backoff over) ends the wait.
+    pub fn backing_off(&mut self, version: Option<&str>, now: Instant) -> Option<Duration> {
+        let echo = self.aside.take();
+        let left = self
+            .retry_at
+            .and_then(|at| at.checked_duration_since(now))
+            .filter(|left| !left.is_zero())?;
+        (echo.is_some() && echo.as_deref() == version).then(|| {
+            self.aside = echo;
+            left
+        })
     }
 }
 

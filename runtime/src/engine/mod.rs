@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
+mod bookkeeping;
 mod config;
 mod error;
 mod finalizer;
@@ -25,7 +26,6 @@ mod paused;
 mod repair;
 mod report;
 mod shard_gate;
-mod stall;
 mod write;
 
 use crate::engine::finalizer::Gate;
@@ -41,9 +41,8 @@ use crate::model::state_machine::StateMachine;
 use crate::model::status::PhaseValue;
 use crate::observe::metrics::{MachineMetrics, ReconcileResult};
 use crate::pure::backoff::Failure;
-use crate::pure::decide::IllegalTransition;
-use crate::pure::pause;
-use crate::pure::readiness::Stall;
+use crate::pure::decide::{self, IllegalTransition, Position};
+use crate::pure::{message, pause};
 use crate::watch::health::Health;
 use crate::watch::scope::Scoped;
 
@@ -219,24 +218,18 @@ where
             state.to = tracing::field::Empty,
             reason = tracing::field::Empty,
         );
+        let waiting = self
+            .memory
+            .with(object, |e| e.backing_off(cached.as_deref(), Instant::now()));
+        if let Some(left) = waiting {
+            return Ok(Action::requeue(left));
+        }
         let slot = self.context.pace().reconcile().await;
         if let Some(requeue) = self.unless_served(object) {
             return Ok(requeue.map_or_else(Action::await_change, Action::requeue));
         }
         let _worker = self.metrics.worker();
         let started = Instant::now();
-        if pause::reconcile_requested(object.meta()).is_some_and(|requested| {
-            object
-                .machine_status()
-                .and_then(|s| s.last_handled_reconcile_at.as_deref())
-                != Some(requested)
-        }) {
-            // Someone asked for a reconcile now: the object's backoff starts over.
-            self.memory.with(object, |e| {
-                e.failures = 0;
-                e.veto = None;
-            });
-        }
         let phase = object.machine_status().and_then(|s| s.phase.clone());
         let result = self
             .reconcile_inner(object.as_ref().clone())
@@ -257,19 +250,24 @@ where
             Ok(_) => {
                 self.memory.with(object, |e| e.failures = 0);
             }
-            Err(err) if self.worth_an_event(object, err) => {
-                self.stalled_by(object, err).await;
-                let note = err.to_string().chars().take(1024).collect();
-                self.event(
-                    object,
-                    EventType::Warning,
-                    "ReconcileFailed",
-                    "Reconcile".into(),
-                    note,
-                )
-                .await;
+            Err(err) => {
+                let failures = self.memory.read(object, |e| e.failures).unwrap_or(0) + 1;
+                self.failed(object, err, failures).await;
+                // The watch events of what this reconcile wrote wait out the backoff.
+                self.memory
+                    .with(object, |e| e.aside = e.versions.newest().map(str::to_owned));
+                if self.worth_an_event(err, failures) {
+                    let note = message::bounded(message::sentence(err), 1024);
+                    self.event(
+                        object,
+                        EventType::Warning,
+                        "ReconcileFailed",
+                        "Reconcile".into(),
+                        note,
+                    )
+                    .await;
+                }
             }
-            Err(_) => {}
         }
         drop(slot);
         self.prune();
@@ -281,22 +279,9 @@ where
     /// a row): a flaky or overloaded server's sparse refusals tell the object's owner nothing
     /// they can act on, and each Event would be one more write to a server in trouble. An
     /// admission webhook the API server cannot call always does (it explains a stuck object).
-    fn worth_an_event(&self, object: &K, error: &ReconcileError) -> bool {
-        !matches!(error.failure(), Failure::Server { .. })
-            || self.memory.read(object, |e| e.failures).unwrap_or(0) + 1 >= FAILURES_WORTH_AN_EVENT
-    }
-
-    /// Marks `object` Stalled once its handler has failed [`stall::FAILURES_THAT_STALL`] times
-    /// in a row (this failure included).
-    async fn stalled_by(&self, object: &K, error: &ReconcileError) {
-        let failures = self.memory.read(object, |e| e.failures).unwrap_or(0) + 1;
-        if !matches!(error, ReconcileError::Handler(_)) || failures != stall::FAILURES_THAT_STALL {
-            return;
-        }
-        let stall = Stall::Failing(failures, error.to_string().chars().take(1024).collect());
-        if let Err(err) = self.stalled(object, stall).await {
-            tracing::debug!(object = %object.name_any(), %err, "could not say it is stalled");
-        }
+    /// `failures` in a row, this one included.
+    fn worth_an_event(&self, error: &ReconcileError, failures: u32) -> bool {
+        !matches!(error.failure(), Failure::Server { .. }) || failures >= FAILURES_WORTH_AN_EVENT
     }
 
     /// After a wait: `Some` (when to look again) if the reconcile may not go on, because the
@@ -331,12 +316,19 @@ where
             e.failures
         });
         let failure = error.failure();
-        let delay = engine.config.backoff.retry(
+        let backoff = engine.config.backoff.retry(
             failures,
             failure,
             engine.config.reconnect_max,
             fastrand::f64(),
         );
+        // A failing handler does not hold the phase's timeout back: it is the way out.
+        let now = Timestamp::now();
+        let position = Position::of(object.machine_status(), now);
+        let delay = decide::until_timeout(&position, now).map_or(backoff, |due| due.min(backoff));
+        engine
+            .memory
+            .with(&object, |e| e.retry_at = Some(Instant::now() + delay));
         if let Some(status) = error.refusal() {
             // Reported (logged once, counted, in readiness) by what it lacks, not per object.
             engine.health.request_refused(status);

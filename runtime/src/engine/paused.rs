@@ -1,7 +1,10 @@
 //! A paused object (`kube-fsm.dev/paused`): no step, no hook, no drift remedy, no requeue; the
 //! one write is its `Paused` condition (True, with the annotation's reason), announced by one
 //! Normal `Paused` Event. Deletion still runs `cleanup` (the finalizer gate comes first).
-//! Resuming is the next step's business: it turns `Paused` False (see `pure::decide`).
+//! Resuming is the next step's business: it turns `Paused` False and settles the time paused
+//! (see `pure::decide`); when that step fails, the failed reconcile does it (see
+//! `engine::bookkeeping`), so a handler that still fails after a resume does not hold the
+//! phase's timeout back.
 
 use std::time::Duration;
 

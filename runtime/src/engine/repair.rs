@@ -152,7 +152,8 @@ where
         if first {
             self.report_drift(object, drift, Remedy::Hold, false).await;
             let stall = Stall::UndeclaredPhase(value);
-            if let Some(stop) = self.stalled(object, stall).await?.into() {
+            let written = self.keep(object, Some(stall)).await?;
+            if let Some(stop) = written.and_then(Option::<Attempt>::from) {
                 // Written over by someone meanwhile: look again at what they wrote.
                 self.memory.with(object, |e| e.held = None);
                 return Ok(stop);

@@ -131,6 +131,16 @@ pub fn timeout_due<P: Phase>(
         .flatten()
 }
 
+/// How long until the timeout of the phase at `position` is due, plus a second so that it is
+/// due when looked at; `None` without a timeout or a recorded entry time, or when it is due
+/// already (a failing step then keeps its backoff rather than retry every second).
+pub fn until_timeout<P: Phase>(position: &Position<P>, now: Timestamp) -> Option<Duration> {
+    let timeout = position.phase.data().timeout.as_ref()?;
+    let length = Duration::from_millis(timeout.after_ms);
+    let left = length.checked_sub(elapsed(position.clock()?, now))?;
+    (!left.is_zero()).then(|| left + Duration::from_secs(1))
+}
+
 /// The target of the first `when` rule out of `phase` that holds, in spec order.
 pub fn first_rule<P: Phase>(phase: P, conditions: &[Condition]) -> Option<P> {
     let machine = P::MACHINE;

@@ -12,6 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::model::conditions::{self, status_of};
 use crate::model::machine::Phase;
+use crate::pure::message;
 
 /// The condition type `ready:` is kept as.
 pub const READY: &str = "Ready";
@@ -112,7 +113,9 @@ pub fn maintain<P: Phase>(
     };
     let mut set = |type_: &str, status: bool, reason: &str, message: String| {
         let status = conditions::status_str(status);
-        // Reasons here are constants in the condition-reason format: this cannot fail.
+        // Reasons here are constants in the condition-reason format, and messages (a veto's or
+        // an error's, of any length) are cut to what a condition holds: this cannot fail.
+        let message = message::bounded(message, message::CONDITION_MESSAGE_LIMIT);
         let _ = conditions::set(conditions, type_, status, reason, message, generation, now);
     };
     match &verdict {
@@ -178,6 +181,22 @@ mod tests {
             Stall::Failing(5, String::new()),
         ];
         assert_eq!(stalls.map(|s| s.reason()), STALL_REASONS);
+    }
+
+    #[test]
+    fn a_veto_longer_than_a_condition_holds_still_stalls_the_object() {
+        let mut vetoed = Vec::new();
+        let stall = Stall::TimeoutVetoed("x".repeat(100_000));
+        maintain(
+            &mut vetoed,
+            Some(DatabasePhase::Provisioning),
+            Some(stall),
+            Some(1),
+            Timestamp::UNIX_EPOCH,
+        );
+        let stalled = vetoed.iter().find(|c| c.type_ == STALLED).expect("Stalled");
+        assert_eq!(stalled.status, "True");
+        assert_eq!(stalled.message.len(), message::CONDITION_MESSAGE_LIMIT);
     }
 
     fn status(conditions: &[Condition], type_: &str) -> (String, String) {

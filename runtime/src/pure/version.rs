@@ -36,6 +36,11 @@ impl Versions {
         }
     }
 
+    /// The newest version this controller wrote or read since the cache last caught up.
+    pub fn newest(&self) -> Option<&str> {
+        self.newest.as_deref()
+    }
+
     /// The server was seen holding `version` (a GET).
     pub fn read(&mut self, version: Option<&str>) {
         if let Some(version) = version {

@@ -1,14 +1,17 @@
 //! Pausing and reconcile-now on the real API server: a paused object is left alone past its
 //! timeout (its status is not written: the API server counts no status PATCH of the kind and the
 //! object's resourceVersion does not move), the time paused does not count toward the timeout
-//! once it resumes, deletion still runs cleanup while paused, and a reconcile request is
-//! handled at once in the middle of a failure backoff (after the failures made the object
-//! `Stalled`) and recorded in the status.
+//! once it resumes — also when the handler fails after the resume —, deletion still runs cleanup
+//! while paused, and a reconcile request on a failing object is handled at once, once, recorded
+//! in the status, and leaves the backoff where it was (no hot loop: counted in the API server's
+//! audit log). A handler failing again and again makes its object `Stalled`, for the generation
+//! it failed on, with the API server's refusal in a sentence.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::{ConfigMap, ResourceQuota};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kube_fsm::{Next, Step};
@@ -18,11 +21,17 @@ use kube_fsm_testkit::resources::*;
 use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
-#[error("told to fail by the test/fail annotation")]
-struct Told;
+enum Failed {
+    #[error("told to fail by the test/fail annotation")]
+    Told,
+    /// Displayed as a user's error around kube's usually is.
+    #[error("could not create its ConfigMap: {0}")]
+    Child(#[source] kube::Error),
+}
 
-/// Finishes when annotated `test/finish`, fails while annotated `test/fail`, otherwise waits
-/// (and times out); counts its calls and cleanups.
+/// Finishes when annotated `test/finish`, fails while annotated `test/fail`, tries to create a
+/// ConfigMap (and fails when the API server refuses it) while annotated `test/child`, otherwise
+/// waits (and times out); counts its calls and cleanups.
 #[derive(Clone, Default)]
 struct Sleepers {
     calls: Arc<AtomicUsize>,
@@ -30,17 +39,33 @@ struct Sleepers {
 }
 
 impl SleeperHandler for Sleepers {
-    type Error = Told;
+    type Error = Failed;
 
     async fn on_waiting(
         &self,
         sleeper: &Sleeper,
-        _: &mut Step<Sleeper>,
-    ) -> Result<SleeperWaitingNext, Told> {
+        step: &mut Step<Sleeper>,
+    ) -> Result<SleeperWaitingNext, Failed> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let annotations = sleeper.annotations();
         if annotations.contains_key("test/fail") {
-            return Err(Told);
+            return Err(Failed::Told);
+        }
+        if annotations.contains_key("test/child") {
+            let api = Api::<ConfigMap>::namespaced(
+                step.context().client().clone(),
+                &sleeper.namespace().unwrap_or_default(),
+            );
+            let child = ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(format!("{}-child", sleeper.name_any())),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            api.create(&PostParams::default(), &child)
+                .await
+                .map_err(Failed::Child)?;
         }
         if annotations.contains_key("test/finish") {
             return Ok(SleeperWaitingEvent::Finish.into());
@@ -48,7 +73,11 @@ impl SleeperHandler for Sleepers {
         Ok(Next::Stay)
     }
 
-    async fn cleanup(&self, _: &Sleeper, _: &kube_fsm::Context) -> Result<kube_fsm::Cleanup, Told> {
+    async fn cleanup(
+        &self,
+        _: &Sleeper,
+        _: &kube_fsm::Context,
+    ) -> Result<kube_fsm::Cleanup, Failed> {
         self.cleanups.fetch_add(1, Ordering::SeqCst);
         Ok(kube_fsm::Cleanup::Done)
     }
@@ -81,13 +110,37 @@ async fn wait_for(
 
 /// An operator of Sleepers in `ns`: their API, its handlers (to count calls) and the operator.
 fn start(client: &kube::Client, ns: &str) -> (Api<Sleeper>, Sleepers, Running) {
+    start_with(client, ns, |operator| operator)
+}
+
+/// [`start`], the operator set up by `setup` (its backoff, say).
+fn start_with(
+    client: &kube::Client,
+    ns: &str,
+    setup: impl FnOnce(kube_fsm::Operator<Sleeper, Sleepers>) -> kube_fsm::Operator<Sleeper, Sleepers>,
+) -> (Api<Sleeper>, Sleepers, Running) {
     let handlers = Sleepers::default();
-    let operator = Running::spawn(operator::in_namespace::<Sleeper, _>(
+    let operator = Running::spawn(setup(operator::in_namespace::<Sleeper, _>(
         client,
         ns,
         handlers.clone(),
-    ));
+    )));
     (Api::namespaced(client.clone(), ns), handlers, operator)
+}
+
+/// Waits until the handler has been called `n` times (up to `within`); how long that took.
+async fn wait_calls(handlers: &Sleepers, n: usize, within: Duration) -> Duration {
+    let asked = Instant::now();
+    let reached = eventually(within, || async {
+        (handlers.calls.load(Ordering::SeqCst) >= n).then_some(())
+    })
+    .await;
+    assert!(
+        reached.is_some(),
+        "the handler was called {} times in {within:?}, not {n}",
+        handlers.calls.load(Ordering::SeqCst)
+    );
+    asked.elapsed()
 }
 
 /// The tests of this file one at a time: the first counts every status PATCH of Sleepers the
@@ -115,9 +168,12 @@ async fn a_paused_object_is_left_alone_past_its_timeout_and_resumes_with_the_pau
         return;
     };
     let (api, handlers, operator) = start(&client, &ns);
-    api.create(&PostParams::default(), &Sleeper::new("s", SleeperSpec {}))
-        .await
-        .expect("create");
+    api.create(
+        &PostParams::default(),
+        &Sleeper::new("s", SleeperSpec::default()),
+    )
+    .await
+    .expect("create");
     wait_phase(&api, "s", "Waiting").await;
     annotate(
         &api,
@@ -183,7 +239,7 @@ async fn deletion_runs_cleanup_while_paused() {
         return;
     };
     let (api, handlers, operator) = start(&client, &ns);
-    let mut sleeper = Sleeper::new("s", SleeperSpec {});
+    let mut sleeper = Sleeper::new("s", SleeperSpec::default());
     sleeper
         .annotations_mut()
         .insert("kube-fsm.dev/paused".into(), "true".into());
@@ -207,23 +263,117 @@ async fn deletion_runs_cleanup_while_paused() {
     operator.stop().await;
 }
 
+/// Reads `status.lastHandledReconcileAt`.
+fn last_handled(sleeper: &Sleeper) -> Option<&str> {
+    sleeper
+        .status
+        .as_ref()?
+        .machine
+        .last_handled_reconcile_at
+        .as_deref()
+}
+
 #[tokio::test]
-async fn a_reconcile_request_is_handled_at_once_during_a_backoff_and_recorded() {
+async fn a_reconcile_request_on_a_failing_object_runs_once_at_once_is_recorded_and_the_backoff_resumes()
+ {
     let _one_at_a_time = SLEEPERS.lock().await;
     let Some((client, ns)) = cluster::prepare("pause::reconcile_now", "fsm-reconcile-now").await
     else {
         return;
     };
-    let (api, handlers, operator) = start(&client, &ns);
-    let mut sleeper = Sleeper::new("s", SleeperSpec {});
+    // A backoff far longer than every window below: any call but the ones asked for would be a
+    // call the backoff did not allow.
+    let (api, handlers, operator) = start_with(&client, &ns, |operator| {
+        operator.backoff(Duration::from_secs(60), Duration::from_secs(600))
+    });
+    let mut sleeper = Sleeper::new("s", SleeperSpec::default());
     sleeper
         .annotations_mut()
         .insert("test/fail".into(), "true".into());
     api.create(&PostParams::default(), &sleeper)
         .await
         .expect("create");
-    // Failing with backoff: after 5 failures in a row the object says it is Stalled, and the
-    // retries have spread out.
+    wait_calls(&handlers, 1, Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(handlers.calls.load(Ordering::SeqCst), 1, "in its backoff");
+
+    for (n, requested) in [(2, "2026-12-02T10:00:00Z"), (3, "2026-12-02T10:05:00Z")] {
+        // Still failing, a reconcile asked for now: the handler runs at once, not at the end
+        // of the backoff (30 s at the least) ...
+        annotate(
+            &api,
+            "s",
+            json!({ "kube-fsm.dev/reconcile-requested-at": requested }),
+        )
+        .await;
+        let took = wait_calls(&handlers, n, Duration::from_secs(5)).await;
+        assert!(took < Duration::from_secs(3), "handled after {took:?}");
+        // ... the request is recorded although the step failed ...
+        wait_for(&api, "s", "the request recorded", |s| {
+            last_handled(s) == Some(requested)
+        })
+        .await;
+        // ... and the backoff resumes: no call for the same request, none for the echo of the
+        // status write that recorded it.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert_eq!(
+            handlers.calls.load(Ordering::SeqCst),
+            n,
+            "called again within the backoff after the request {requested}"
+        );
+    }
+    operator.stop().await;
+}
+
+/// A namespace's quota that allows no ConfigMap. No controller-manager runs beside the test
+/// API server, so the quota's usage is written by hand, as its controller would.
+async fn no_config_maps(client: &kube::Client, ns: &str) {
+    let quotas = Api::<ResourceQuota>::namespaced(client.clone(), ns);
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": { "name": "no-config-maps" },
+        "spec": { "hard": { "configmaps": "0" } },
+    }))
+    .expect("quota");
+    quotas
+        .create(&PostParams::default(), &quota)
+        .await
+        .expect("create the quota");
+    let status =
+        json!({ "status": { "hard": { "configmaps": "0" }, "used": { "configmaps": "0" } } });
+    quotas
+        .patch_status(
+            "no-config-maps",
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .expect("the quota's usage");
+}
+
+#[tokio::test]
+async fn a_handler_refused_by_a_quota_stalls_its_object_and_a_reconcile_request_makes_no_hot_loop()
+{
+    let _one_at_a_time = SLEEPERS.lock().await;
+    let Some((client, ns)) = cluster::prepare("pause::stalled", "fsm-stalled").await else {
+        return;
+    };
+    let Some(audit) = kube_fsm_testkit::audit::log("pause::stalled") else {
+        return;
+    };
+    no_config_maps(&client, &ns).await;
+    // The engine's own backoff (0.5 s doubling up to 5 min), not the tests' quick one.
+    let (api, handlers, operator) = start_with(&client, &ns, |operator| {
+        operator.backoff(Duration::from_millis(500), Duration::from_secs(300))
+    });
+    let mut sleeper = Sleeper::new("s", SleeperSpec::default());
+    sleeper
+        .annotations_mut()
+        .insert("test/child".into(), "true".into());
+    api.create(&PostParams::default(), &sleeper)
+        .await
+        .expect("create");
+
+    // Five refusals in a row: Stalled, saying what the API server said, in a sentence.
     let stalled = wait_for(&api, "s", "Stalled after 5 failures", |s| {
         condition(s, "Stalled").is_some_and(|c| c.0 == "True")
     })
@@ -231,39 +381,169 @@ async fn a_reconcile_request_is_handled_at_once_during_a_backoff_and_recorded() 
     let (_, reason, message) = condition(&stalled, "Stalled").expect("Stalled");
     assert_eq!(reason, "ReconcileFailing");
     assert!(
-        message.contains("failed 5 times in a row") && message.contains("told to fail"),
+        message.contains("failed 5 times in a row")
+            && message
+                .contains(r#"configmaps "s-child" is forbidden: exceeded quota: no-config-maps"#)
+            && message.contains("Forbidden, HTTP 403"),
         "{message}"
     );
-    assert!(handlers.calls.load(Ordering::SeqCst) >= 5);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let before = handlers.calls.load(Ordering::SeqCst);
+    for dump in ["Status {", "ListMeta", "Some(", "ApiError"] {
+        assert!(!message.contains(dump), "a Debug dump ({dump}): {message}");
+    }
 
-    // Fixed, and a reconcile asked for now: handled within a second or two, not at the end of
-    // the backoff, and the request recorded.
-    let asked = Instant::now();
+    // A new generation, still refused: Stalled is said of the generation it failed on, so
+    // kstatus does not read "not observed yet" forever.
+    let patch = Patch::Merge(json!({ "spec": { "note": "edited" } }));
+    let edited = api
+        .patch("s", &PatchParams::default(), &patch)
+        .await
+        .expect("edit the spec");
+    let generation = edited.metadata.generation;
+    assert_eq!(generation, Some(2));
+    let observed = wait_for(&api, "s", "the new generation observed", |s| {
+        s.status
+            .as_ref()
+            .and_then(|s| s.machine.observed_generation)
+            == generation
+    })
+    .await;
+    let stalled_at = observed
+        .status
+        .as_ref()
+        .and_then(|s| s.machine.condition("Stalled"))
+        .and_then(|c| c.observed_generation);
+    assert_eq!(stalled_at, generation, "Stalled of generation 2");
+
+    // The operator's requests about this object, from the API server's own record.
+    let requests_between = |from: k8s_openapi::jiff::Timestamp,
+                            to: k8s_openapi::jiff::Timestamp| {
+        kube_fsm_testkit::audit::requests(&audit, &ns)
+            .into_iter()
+            .filter(|r| {
+                (r.resource == "configmaps" && r.name == "s-child")
+                    || (r.resource == "sleepers" && r.name == "s")
+            })
+            .filter(|r| r.at >= from && r.at < to)
+            .count()
+    };
+    let window = Duration::from_secs(20);
+    let before_start = k8s_openapi::jiff::Timestamp::now();
+    let calls_before = handlers.calls.load(Ordering::SeqCst);
+    tokio::time::sleep(window).await;
+    let asked = k8s_openapi::jiff::Timestamp::now();
     annotate(
         &api,
         "s",
-        json!({ "test/fail": null, "test/finish": "true", "kube-fsm.dev/reconcile-requested-at": "2026-12-02T10:00:00Z" }),
+        json!({ "kube-fsm.dev/reconcile-requested-at": "2026-12-03T10:00:00Z" }),
     )
     .await;
-    let done = wait_phase(&api, "s", "Done").await;
-    assert_eq!(
-        condition(&done, "Stalled").map(|c| c.0),
-        Some("False".to_owned()),
-        "the step that succeeded cleared it"
+    wait_for(&api, "s", "the request recorded", |s| {
+        last_handled(s) == Some("2026-12-03T10:00:00Z")
+            && condition(s, "Stalled").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let calls_at_request = handlers.calls.load(Ordering::SeqCst);
+    tokio::time::sleep(window).await;
+    // The test's own annotation patch (the same client) is not the operator's.
+    let before = requests_between(before_start, asked);
+    let after = requests_between(asked, asked + window)
+        .checked_sub(1)
+        .expect("the annotation patch is in the audit log");
+    eprintln!(
+        "the operator's requests about the object: {before} in the {window:?} before the request, \
+         {after} in the {window:?} after; handler calls {calls_before} → {calls_at_request} → {}",
+        handlers.calls.load(Ordering::SeqCst)
     );
-    assert!(handlers.calls.load(Ordering::SeqCst) > before);
     assert!(
-        asked.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        asked.elapsed()
+        before > 0,
+        "no request at all before: the count is not read"
     );
-    assert_eq!(
-        done.status
-            .as_ref()
-            .and_then(|s| s.machine.last_handled_reconcile_at.as_deref()),
-        Some("2026-12-02T10:00:00Z")
+    assert!(
+        after <= before,
+        "{after} requests after the reconcile request against {before} before: a hot loop"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn resumed_with_a_failing_handler_the_timeout_still_fires_on_time() {
+    let _one_at_a_time = SLEEPERS.lock().await;
+    let Some((client, ns)) = cluster::prepare("pause::resume_failing", "fsm-resume-failing").await
+    else {
+        return;
+    };
+    // Only the phase's timeout can bring the object back within the window, not a retry.
+    let (api, handlers, operator) = start_with(&client, &ns, |operator| {
+        operator.backoff(Duration::from_secs(60), Duration::from_secs(600))
+    });
+    api.create(
+        &PostParams::default(),
+        &Sleeper::new("s", SleeperSpec::default()),
+    )
+    .await
+    .expect("create");
+    let waiting = wait_phase(&api, "s", "Waiting").await;
+    let entered = waiting
+        .status
+        .as_ref()
+        .and_then(|s| s.machine.entered_at())
+        .expect("entered");
+    annotate(&api, "s", json!({ "kube-fsm.dev/paused": "true" })).await;
+    let paused = wait_for(&api, "s", "Paused", |s| {
+        condition(s, "Paused").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let paused_at = paused
+        .status
+        .as_ref()
+        .and_then(|s| s.machine.condition("Paused"))
+        .map(|c| c.last_transition_time.0)
+        .expect("paused at");
+    // While paused its dependency goes down; then it is resumed, still failing.
+    annotate(&api, "s", json!({ "test/fail": "true" })).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let calls = handlers.calls.load(Ordering::SeqCst);
+    annotate(&api, "s", json!({ "kube-fsm.dev/paused": null })).await;
+    let resumed_at = Instant::now();
+    wait_calls(&handlers, calls + 1, Duration::from_secs(5)).await;
+
+    // Resumed although the step failed: Paused False, the time paused settled, announced.
+    let resumed = wait_for(&api, "s", "Paused False", |s| {
+        condition(s, "Paused").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(cluster::phase_of(&resumed).as_deref(), Some("Waiting"));
+    let paused_seconds = resumed
+        .status
+        .as_ref()
+        .and_then(|s| s.machine.paused_seconds)
+        .unwrap_or(0);
+    assert!(paused_seconds >= 4, "pausedSeconds {paused_seconds}");
+    let announced = eventually(Duration::from_secs(10), || async {
+        (!cluster::events(&client, &ns, "Resumed").await.is_empty()).then_some(())
+    })
+    .await;
+    assert!(announced.is_some(), "no Resumed Event");
+
+    // The 3 s timeout, less the time it had run before the pause, is due after the resume;
+    // the engine looks a second after the deadline. 3 s more of slack for the steps' writes.
+    let ran_before_pause: Duration = paused_at
+        .duration_since(entered)
+        .try_into()
+        .unwrap_or_default();
+    let due = Duration::from_secs(3).saturating_sub(ran_before_pause) + Duration::from_secs(1);
+    let expired = eventually(Duration::from_secs(20), || async {
+        api.get("s")
+            .await
+            .ok()
+            .filter(|s| cluster::phase_of(s).as_deref() == Some("Expired"))
+    })
+    .await;
+    let took = resumed_at.elapsed();
+    assert!(expired.is_some(), "never timed out after the resume");
+    assert!(
+        took <= due + Duration::from_secs(3),
+        "timed out {took:?} after the resume; due after {due:?}"
     );
     operator.stop().await;
 }

@@ -446,3 +446,34 @@ fn time_paused_in_a_phase_does_not_count_toward_its_timeout() {
     );
     assert_eq!(moved.paused_seconds, None);
 }
+
+#[test]
+fn the_wait_for_a_timeout_counts_from_the_clock_and_ends_when_it_is_due() {
+    let position = |entered: Option<i64>, paused: u64| Position {
+        phase: DatabasePhase::Provisioning,
+        stored: Some(PhaseValue::Known(DatabasePhase::Provisioning)),
+        entered_at: entered.map(at),
+        paused: Duration::from_secs(paused),
+    };
+    // Provisioning: 10m -> Failed; looked at a second after the deadline.
+    assert_eq!(
+        decide::until_timeout(&position(Some(0), 0), at(100)),
+        Some(Duration::from_secs(501))
+    );
+    assert_eq!(
+        decide::until_timeout(&position(Some(0), 60), at(100)),
+        Some(Duration::from_secs(561)),
+        "the time paused does not count"
+    );
+    assert_eq!(
+        decide::until_timeout(&position(Some(0), 0), at(600)),
+        None,
+        "due"
+    );
+    assert_eq!(decide::until_timeout(&position(None, 0), at(0)), None);
+    let running = Position {
+        phase: DatabasePhase::Running,
+        ..position(Some(0), 0)
+    };
+    assert_eq!(decide::until_timeout(&running, at(0)), None, "no timeout");
+}

@@ -1,0 +1,74 @@
+//! The engine's own status fields written outside a step (see `pure::bookkeeping`): after a
+//! failed reconcile — a pause that ended, the reconcile request handled, `Stalled` once the
+//! handler has failed [`FAILURES_THAT_STALL`] times in a row —, and for an undeclared phase
+//! held. One status write locked on the version read, only when something changed; a write
+//! that does not land is said again after the next failure.
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use serde_json::{Value, json};
+
+use crate::engine::write::Write;
+use crate::engine::{Engine, Reconcilable, ReconcileError};
+use crate::pure::readiness::Stall;
+use crate::pure::{bookkeeping, merge_patch, message, pause};
+
+/// A handler failing this many times in a row makes its object `Stalled`.
+pub(crate) const FAILURES_THAT_STALL: u32 = 5;
+
+impl<K, H> Engine<K, H>
+where
+    K: Reconcilable<H>,
+    H: Send + Sync + 'static,
+{
+    /// After the reconcile of `object` failed with `error`, the `failures`-th time in a row:
+    /// keeps what does not depend on the handler succeeding, and announces a resume.
+    pub(crate) async fn failed(&self, object: &K, error: &ReconcileError, failures: u32) {
+        let stall = match error {
+            ReconcileError::Handler(cause) if failures >= FAILURES_THAT_STALL => {
+                Some(Stall::Failing(failures, message::sentence(cause.as_ref())))
+            }
+            _ => None,
+        };
+        let resumed = pause::requested(object.meta()).is_none()
+            && object
+                .machine_status()
+                .is_some_and(|s| pause::paused_since(&s.conditions).is_some());
+        match self.keep(object, stall).await {
+            Ok(Some(Write::Landed(_))) if resumed => self.resumed(object).await,
+            Ok(_) => {}
+            Err(err) => {
+                tracing::debug!(object = %object.name_any(), %err, "could not keep the status of a failed reconcile");
+            }
+        }
+    }
+
+    /// Writes the machine's fields `pure::bookkeeping` keeps for `object`, `stall` saying what
+    /// holds it; `None` when there was nothing to write.
+    pub(crate) async fn keep(
+        &self,
+        object: &K,
+        stall: Option<Stall>,
+    ) -> Result<Option<Write<K>>, ReconcileError> {
+        if let Some(stall) = &stall {
+            tracing::info!(object = %object.name_any(), ?stall, "stalled");
+        }
+        let now = Timestamp::now();
+        let Some(machine) = bookkeeping::kept(object.machine_status(), object.meta(), stall, now)
+        else {
+            return Ok(None);
+        };
+        let mut status = object.status_of().cloned().unwrap_or_default();
+        *K::machine_in_mut(&mut status) = machine;
+        let before = match object.status_of() {
+            Some(stored) => serde_json::to_value(stored)?,
+            None => Value::Object(serde_json::Map::new()),
+        };
+        let Some(patch) = merge_patch::diff(&before, &serde_json::to_value(&status)?) else {
+            return Ok(None);
+        };
+        let api = self.api_for(object);
+        let patch = json!({ "status": patch });
+        self.write_status(&api, object, &patch).await.map(Some)
+    }
+}

@@ -1,0 +1,152 @@
+//! The engine's own status fields that must not wait for a step to succeed: a pause that has
+//! ended (`Paused` False, the time paused settled into `pausedSeconds`, so the phase's timeout
+//! runs again), the reconcile request handled (`lastHandledReconcileAt`, as Flux records it
+//! whether or not the reconcile succeeded), and `Stalled` with the generation it was said of.
+//! A successful step writes the same fields itself (see `decide::next_status`).
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::ObjectMeta;
+
+use crate::model::machine::Phase;
+use crate::model::status::MachineStatus;
+use crate::pure::decide::Position;
+use crate::pure::pause;
+use crate::pure::readiness::{self, Stall};
+
+/// The machine's status of an object whose step failed or did not run, from the `stored` one:
+/// a pause that `meta` no longer asks for ended, the reconcile request `meta` carries handled,
+/// and `stall` (when something holds the object) said of the current generation. `None` when
+/// the stored status already says all that.
+pub fn kept<P: Phase>(
+    stored: Option<&MachineStatus<P>>,
+    meta: &ObjectMeta,
+    stall: Option<Stall>,
+    now: Timestamp,
+) -> Option<MachineStatus<P>> {
+    let mut status = stored.cloned().unwrap_or_default();
+    let generation = meta.generation;
+    if pause::requested(meta).is_none() && pause::paused_since(&status.conditions).is_some() {
+        let position = Position::of(stored, now);
+        if position.is_settled() && position.entered_at.is_some() {
+            let paused = i64::try_from(position.paused.as_secs()).unwrap_or(i64::MAX);
+            status.paused_seconds = (paused > 0).then_some(paused);
+        }
+        pause::resume(&mut status.conditions, generation, now);
+    }
+    if let Some(requested) = pause::reconcile_requested(meta) {
+        status.last_handled_reconcile_at = Some(requested.to_owned());
+    }
+    if let Some(stall) = stall {
+        let phase = status.phase();
+        readiness::maintain(&mut status.conditions, phase, Some(stall), generation, now);
+        status.observed_generation = generation.or(status.observed_generation);
+    }
+    (Some(&status) != stored).then_some(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::SignedDuration;
+
+    use super::*;
+    use crate::model::status::PhaseValue;
+    use crate::test_machines::DatabasePhase;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+    }
+
+    fn meta(generation: i64, annotations: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            generation: Some(generation),
+            annotations: Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    /// In `Provisioning` since `at(0)`, paused at `at(10)`.
+    fn paused() -> MachineStatus<DatabasePhase> {
+        let mut status = MachineStatus {
+            phase: Some(PhaseValue::Known(DatabasePhase::Provisioning)),
+            observed_generation: Some(1),
+            last_phase_transition_time: Some(Time(at(0))),
+            entered_phase: Some(PhaseValue::Known(DatabasePhase::Provisioning)),
+            ..MachineStatus::default()
+        };
+        assert!(pause::pause(
+            &mut status.conditions,
+            "why".into(),
+            Some(1),
+            at(10)
+        ));
+        status
+    }
+
+    #[test]
+    fn a_pause_that_ended_is_settled_without_a_step() {
+        let kept = kept(Some(&paused()), &meta(1, &[]), None, at(70)).expect("resumed");
+        assert_eq!(pause::paused_since(&kept.conditions), None);
+        assert_eq!(kept.paused_seconds, Some(60));
+        // The phase's clock runs again from now: at(0) + 60 s paused.
+        let position = Position::of(Some(&kept), at(100));
+        assert_eq!(position.clock(), Some(at(60)));
+        assert_eq!(position.clock(), Position::of(Some(&kept), at(200)).clock());
+    }
+
+    #[test]
+    fn a_pause_still_asked_for_is_kept() {
+        let still = meta(1, &[(pause::PAUSED_ANNOTATION, "true")]);
+        assert_eq!(kept(Some(&paused()), &still, None, at(70)), None);
+    }
+
+    #[test]
+    fn a_reconcile_request_is_recorded_once() {
+        let asked = meta(1, &[(pause::RECONCILE_ANNOTATION, "now-1")]);
+        let stored = MachineStatus::<DatabasePhase>::default();
+        let recorded = kept(Some(&stored), &asked, None, at(0)).expect("recorded");
+        assert_eq!(recorded.last_handled_reconcile_at.as_deref(), Some("now-1"));
+        assert_eq!(kept(Some(&recorded), &asked, None, at(5)), None);
+        assert!(
+            kept::<DatabasePhase>(None, &asked, None, at(0)).is_some(),
+            "no status yet"
+        );
+    }
+
+    #[test]
+    fn stalled_is_said_of_the_current_generation_and_only_once() {
+        let stored = paused();
+        let mut running = stored.clone();
+        pause::resume(&mut running.conditions, Some(1), at(20));
+        let failing = Stall::Failing(5, "the database said no".into());
+        let stalled =
+            kept(Some(&running), &meta(3, &[]), Some(failing.clone()), at(30)).expect("stalled");
+        assert_eq!(stalled.observed_generation, Some(3));
+        let condition = stalled
+            .conditions
+            .iter()
+            .find(|c| c.type_ == readiness::STALLED)
+            .expect("Stalled");
+        assert_eq!(
+            (condition.status.as_str(), condition.observed_generation),
+            ("True", Some(3))
+        );
+        assert_eq!(
+            kept(
+                Some(&stalled),
+                &meta(3, &[]),
+                Some(failing),
+                at(30) + SignedDuration::from_secs(9)
+            ),
+            None,
+            "said already"
+        );
+    }
+}
