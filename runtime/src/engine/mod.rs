@@ -82,7 +82,8 @@ impl<K> From<Write<K>> for Option<Attempt> {
         match write {
             Write::Landed(_) => None,
             Write::Conflict => Some(Attempt::Conflict),
-            Write::Gone | Write::Fenced => Some(Attempt::Done(None)),
+            Write::Gone => Some(Attempt::Done(None)),
+            Write::Fenced(requeue) => Some(Attempt::Done(requeue)),
         }
     }
 }
@@ -437,7 +438,7 @@ where
             return Ok(Attempt::Done(None));
         }
         if let Some(reason) = pause::requested(object.meta()) {
-            return self.paused(api, &object, reason).await;
+            return self.paused(api, &object, reason, false).await;
         }
         self.settle(&object).await?;
         self.pay_owed_hook(&object).await?;

@@ -6,7 +6,7 @@ use kube::api::Patch;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
-use crate::engine::{During, Engine, EngineRequest, Reconcilable, ReconcileError};
+use crate::engine::{During, Engine, EngineRequest, Reconcilable, ReconcileError, Requeue};
 use crate::ha::fence;
 
 /// How a locked write ended.
@@ -18,8 +18,9 @@ pub(crate) enum Write<K> {
     /// 404: the object is gone.
     Gone,
     /// Not written: the holding of its shard this reconcile started under ended or is late
-    /// (see [`crate::ha::fence`]).
-    Fenced,
+    /// (see [`crate::ha::fence`]); when to look again (soon while the renewal is only late,
+    /// so a timeout or requeue this step computed is deferred, not lost).
+    Fenced(Requeue),
 }
 
 /// Where a patch goes.
@@ -72,7 +73,7 @@ where
         let params = self.patch_params();
         self.context.pace().write().await;
         if !fence::open() {
-            return Ok(Write::Fenced);
+            return Ok(Write::Fenced(self.unserved(object)));
         }
         let result = match target {
             Target::Status => {

@@ -9,7 +9,8 @@
 //! holding and every write it makes is fenced by it (see [`crate::ha::fence`]). A shard given up in
 //! a rebalance stops starting reconciles, waits for those in flight (at most half the margin
 //! between the deadline and the duration), cancels the rest, waits for them to stop, and only
-//! then releases its Lease; a shard that missed its renew deadline cancels its reconciles at
+//! then releases its Lease — beside the Lease loop, which goes on renewing the shards it keeps
+//! meanwhile; a shard that missed its renew deadline cancels its reconciles at
 //! once. Its objects and children stay watched until the holding ends, so reconciles that
 //! finish read their children as before: at no time do two replicas reconcile one object.
 
@@ -338,17 +339,30 @@ impl Shards {
             .saturating_sub(sharding.timing.renew_deadline)
             / 2;
         let mut observed: HashMap<String, Observed> = HashMap::new();
+        // Shards being given up drain beside the loop: a drain waits up to twice `grace` for
+        // reconciles in flight, and the loop must go on renewing the shards it keeps.
+        let mut draining = tokio::task::JoinSet::new();
         tokio::pin!(stop);
         loop {
-            self.round(&api, &member, &mut observed, grace, &health)
-                .await;
+            let release = self.round(&api, &member, &mut observed, &health).await;
+            for shard in release {
+                let (this, api) = (self.clone(), api.clone());
+                draining.spawn(async move { this.give_up(&api, shard, grace).await });
+            }
+            while draining.try_join_next().is_some() {}
             tokio::select! {
                 () = &mut stop => break,
                 () = sharding.timing.pause() => {}
             }
         }
-        let held: Vec<u32> = self.lock().keys().copied().collect();
+        let held: Vec<u32> = self
+            .lock()
+            .iter()
+            .filter(|(_, h)| !h.draining)
+            .map(|(s, _)| *s)
+            .collect();
         self.give_up_all(&api, held, grace).await;
+        while draining.join_next().await.is_some() {}
         if let Err(err) = api.delete(&member.name, &DeleteParams::default()).await {
             tracing::debug!(%err, "could not delete the membership Lease");
         }
@@ -364,15 +378,16 @@ impl Shards {
         .await;
     }
 
-    /// One round: renew membership and held shards, take a fair share, give up the excess.
+    /// One round: renew membership and the held shards, take a fair share; the excess is
+    /// marked draining (no reconcile starts in it any more) and returned, to be given up
+    /// beside the loop. Shards already draining are neither renewed nor counted as held.
     async fn round(
         &self,
         api: &Api<Lease>,
         member: &LeaseLock,
         observed: &mut HashMap<String, Observed>,
-        grace: Duration,
         health: &Health,
-    ) {
+    ) -> Vec<u32> {
         let sharding = &self.sharding;
         let timeout = self.request_timeout();
         let listed = tokio::time::timeout(timeout, api.list(&ListParams::default())).await;
@@ -383,12 +398,12 @@ impl Shards {
                     tracing::warn!(%err, "cannot read the shards' Leases");
                 }
                 self.expire();
-                return;
+                return Vec::new();
             }
             Err(_) => {
                 tracing::warn!(?timeout, "reading the shards' Leases timed out");
                 self.expire();
-                return;
+                return Vec::new();
             }
         };
         let by_name: HashMap<String, Lease> =
@@ -424,7 +439,12 @@ impl Shards {
         }
         let share = fair_share(sharding.shards, members);
 
-        let held: Vec<(u32, Instant)> = self.lock().iter().map(|(s, h)| (*s, h.renewed)).collect();
+        let held: Vec<(u32, Instant)> = self
+            .lock()
+            .iter()
+            .filter(|(_, h)| !h.draining)
+            .map(|(s, h)| (*s, h.renewed))
+            .collect();
         for (shard, renewed) in held {
             // Each renewal may take what is left of its own deadline, as client-go's.
             let left = sharding
@@ -446,9 +466,15 @@ impl Shards {
         }
         self.expire();
 
-        let held: BTreeSet<u32> = self.lock().keys().copied().collect();
+        let (held, draining): (BTreeSet<u32>, BTreeSet<u32>) = {
+            let holdings = self.lock();
+            let draining = holdings.iter().filter(|(_, h)| h.draining);
+            let draining: BTreeSet<u32> = draining.map(|(s, _)| *s).collect();
+            let held = holdings.keys().copied().filter(|s| !draining.contains(s));
+            (held.collect(), draining)
+        };
         let free: BTreeSet<u32> = (0..sharding.shards)
-            .filter(|shard| !held.contains(shard))
+            .filter(|shard| !held.contains(shard) && !draining.contains(shard))
             .filter(|shard| {
                 let name = sharding.lease(*shard);
                 let lease = by_name.get(&name);
@@ -480,9 +506,16 @@ impl Shards {
                 Err(_) => tracing::warn!(shard, "acquiring the shard's Lease timed out"),
             }
         }
+        {
+            let mut holdings = self.lock();
+            for shard in &release {
+                if let Some(holding) = holdings.get_mut(shard) {
+                    holding.draining = true;
+                }
+            }
+        }
         self.publish();
-        self.give_up_all(api, release.into_iter().collect(), grace)
-            .await;
+        release.into_iter().collect()
     }
 
     /// Acquires or renews the Lease of `shard` over its copy in `leases` (as just listed).
