@@ -132,7 +132,7 @@ async fn the_operator_serves_its_metrics() {
     .expect("/metrics shows both objects Running");
     let expect = [
         (
-            "kube_fsm_transitions_total{machine=\"Database\",from=\"\",to=\"Provisioning\"}",
+            "kube_fsm_transitions_total{machine=\"Database\",from=\"Pending\",to=\"Provisioning\"}",
             2.0,
         ),
         (

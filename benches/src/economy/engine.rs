@@ -147,7 +147,7 @@ controller_runtime_reconcile_total{controller="riskengine",result="success"} 50
 # TYPE controller_runtime_reconcile_time_seconds histogram
 controller_runtime_reconcile_time_seconds_count{controller="database"} 605
 # TYPE kube_fsm_transitions counter
-kube_fsm_transitions_total{machine="Database",from="",to="Provisioning"} 200
+kube_fsm_transitions_total{machine="Database",from="Pending",to="Provisioning"} 200
 kube_fsm_transitions_total{machine="Database",from="Provisioning",to="Running"} 200
 # TYPE kube_fsm_reconcile_duration_seconds histogram
 kube_fsm_reconcile_duration_seconds_sum{machine="Database",phase="Provisioning"} 1.5

@@ -64,38 +64,45 @@ where
         transition: &Transition<K::Phase>,
         stayed: Option<Duration>,
     ) -> Result<(), ReconcileError> {
-        // A new object starts in the initial phase: its first move reads `Pending → X`.
+        // A new object starts in the initial phase, whose handler ran in the first step: when
+        // that step already takes an edge out of it, the move is `Pending → X` in the Event,
+        // the metric, the trace and the hook alike, although the first status written says X
+        // (the initial phase is never stored then). Only a first write of the initial phase
+        // itself has no `from`.
         let initial = K::Phase::initial();
         let to = transition.to;
-        let from = transition
-            .from
-            .as_ref()
-            .map_or(initial.name(), PhaseValue::as_str);
-        let note = if transition.from.is_none() && to == initial {
-            format!("initialised in {initial}")
-        } else {
-            format!("{from} → {to}")
+        let from = match &transition.from {
+            Some(from) => Some(from.clone()),
+            None if to != initial => Some(PhaseValue::Known(initial)),
+            None => None,
         };
-        self.metrics
-            .transition(transition.from.as_ref(), to.name(), stayed);
-        let stored = transition.from.as_ref().map(PhaseValue::as_str);
+        let from_name = from.as_ref().map_or("", PhaseValue::as_str);
+        let note = match &from {
+            None => format!("initialised in {initial}"),
+            Some(_) => format!("{from_name} → {to}"),
+        };
+        self.metrics.transition(from.as_ref(), to.name(), stayed);
         let span = tracing::Span::current();
-        span.record("state.from", stored.unwrap_or_default());
+        span.record("state.from", from_name);
         span.record("state.to", to.name());
         span.record("reason", transition.reason);
         tracing::info!(
-            state.from = stored.unwrap_or_default(),
+            state.from = from_name,
             state.to = to.name(),
             reason = transition.reason,
             "transition"
         );
-        let action: String = format!("{from}To{to}").chars().take(128).collect();
+        let action: String = format!(
+            "{}To{to}",
+            from.as_ref().map_or(initial.name(), PhaseValue::as_str)
+        )
+        .chars()
+        .take(128)
+        .collect();
         self.event(object, EventType::Normal, transition.reason, action, note)
             .await;
-        let hook = match &transition.from {
+        let hook = match &from {
             Some(PhaseValue::Known(from)) => Some((*from, to)),
-            // The first write of a new object may already take the initial phase's edge.
-            None if to != initial => Some((initial, to)),
             _ => None,
         };
         if let Some(hook) = hook {
