@@ -2,6 +2,11 @@
 //! reports done, then removed. Both writes are locked on the resourceVersion read; a conflict
 //! sends the whole attempt back to a fresh read (the object may be gone, or its finalizers
 //! changed), and a 404 means there is nothing left to do.
+//!
+//! A paused object's deletion waits: no cleanup runs until it is resumed (as Cluster API and
+//! Flux leave a paused or suspended object's resources alone), so pausing before a delete
+//! never loses what the object made. `kube-fsm.dev/skip-cleanup: "true"` lets the finalizer go
+//! without cleanup, paused or not: the object's external resources are orphaned, on purpose.
 
 use kube::ResourceExt;
 use kube::api::Api;
@@ -10,6 +15,7 @@ use kube::runtime::events::EventType;
 use crate::engine::write::Write;
 use crate::engine::{Attempt, Engine, Reconcilable, ReconcileError};
 use crate::model::next::Cleanup;
+use crate::pure::pause;
 
 /// What the finalizer step leaves to do.
 pub(crate) enum Gate<K> {
@@ -41,17 +47,27 @@ where
             return Ok(match self.patch_finalizers(api, &object, &all).await? {
                 Write::Landed(added) => Gate::Proceed(added),
                 Write::Conflict => Gate::Stop(Attempt::Conflict),
-                Write::Gone | Write::Fenced => Gate::Stop(Attempt::Done(None)),
+                Write::Gone => Gate::Stop(Attempt::Done(None)),
+                Write::Fenced(requeue) => Gate::Stop(Attempt::Done(requeue)),
             });
         }
         if !present {
             return Ok(Gate::Stop(Attempt::Done(None)));
         }
-        let cleanup = K::cleanup(&self.handler, &object, &self.context)
-            .await
-            .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
-        if let Cleanup::InProgress(after) = cleanup {
-            return Ok(Gate::Stop(Attempt::Done(Some(after))));
+        let skipped = pause::skips_cleanup(object.meta());
+        if !skipped {
+            if let Some(reason) = pause::requested(object.meta()) {
+                return self
+                    .paused(api, &object, reason, true)
+                    .await
+                    .map(Gate::Stop);
+            }
+            let cleanup = K::cleanup(&self.handler, &object, &self.context)
+                .await
+                .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
+            if let Cleanup::InProgress(after) = cleanup {
+                return Ok(Gate::Stop(Attempt::Done(Some(after))));
+            }
         }
         let rest: Vec<String> = object
             .finalizers()
@@ -63,16 +79,26 @@ where
             Write::Landed(_) => {}
             Write::Conflict => return Ok(Gate::Stop(Attempt::Conflict)),
             // Already gone (a stale duplicate of this step removed the finalizer).
-            Write::Gone | Write::Fenced => return Ok(Gate::Stop(Attempt::Done(None))),
+            Write::Gone => return Ok(Gate::Stop(Attempt::Done(None))),
+            Write::Fenced(requeue) => return Ok(Gate::Stop(Attempt::Done(requeue))),
         }
         // The memory stays until the object leaves the cache: its stale-cache guard keeps a late
         // copy that still shows the finalizer from running cleanup again.
+        let (reason, note) = if skipped {
+            let note = format!(
+                "removed finalizer {finalizer} without cleanup, as {} asks: what the object made is left behind",
+                pause::SKIP_CLEANUP_ANNOTATION
+            );
+            ("CleanupSkipped", note)
+        } else {
+            ("CleanupDone", format!("removed finalizer {finalizer}"))
+        };
         self.event(
             &object,
             EventType::Normal,
-            "CleanupDone",
+            reason,
             "Cleanup".to_owned(),
-            format!("removed finalizer {finalizer}"),
+            note,
         )
         .await;
         Ok(Gate::Stop(Attempt::Done(None)))

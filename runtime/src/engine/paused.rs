@@ -1,6 +1,7 @@
 //! A paused object (`kube-fsm.dev/paused`): no step, no hook, no drift remedy, no requeue; the
 //! one write is its `Paused` condition (True, with the annotation's reason), announced by one
-//! Normal `Paused` Event. Deletion still runs `cleanup` (the finalizer gate comes first).
+//! Normal `Paused` Event. Deleted while paused, its cleanup waits for the resume (the finalizer
+//! gate says so in the condition and one `DeletionPaused` Event).
 //! Resuming is the next step's business: it turns `Paused` False and settles the time paused
 //! (see `pure::decide`); when that step fails, the failed reconcile does it (see
 //! `engine::bookkeeping`), so a handler that still fails after a resume does not hold the
@@ -23,13 +24,20 @@ where
     H: Send + Sync + 'static,
 {
     /// Keeps `object` paused for `reason`: writes the `Paused` condition when it does not say
-    /// so yet, then waits for a change (the annotation's removal is one).
+    /// so yet, then waits for a change (the annotation's removal is one). A `deleted` object's
+    /// condition and one `DeletionPaused` Event say that its cleanup waits for the resume.
     pub(crate) async fn paused(
         &self,
         api: &Api<K>,
         object: &K,
         reason: String,
+        deleted: bool,
     ) -> Result<Attempt, ReconcileError> {
+        let reason = if deleted {
+            format!("{reason}; deleted: its cleanup runs once it is resumed")
+        } else {
+            reason
+        };
         let mut conditions = object
             .machine_status()
             .map(|s| s.conditions.clone())
@@ -48,7 +56,22 @@ where
         if let Some(stop) = self.write_status(api, object, &patch).await?.into() {
             return Ok(stop);
         }
-        if first {
+        if deleted {
+            tracing::info!(object = %object.name_any(), %reason, "deletion paused");
+            let note = format!(
+                "deleted while paused: cleanup waits until the {} annotation is removed (or {}: \"true\" lets it go without cleanup)",
+                pause::PAUSED_ANNOTATION,
+                pause::SKIP_CLEANUP_ANNOTATION
+            );
+            self.event(
+                object,
+                EventType::Normal,
+                "DeletionPaused",
+                "Delete".into(),
+                note,
+            )
+            .await;
+        } else if first {
             tracing::info!(object = %object.name_any(), %reason, "paused");
             let note = format!("{reason}; no step runs until the annotation is removed");
             self.event(object, EventType::Normal, "Paused", "Pause".into(), note)

@@ -13,6 +13,9 @@ use crate::model::conditions;
 /// The annotation that pauses an object: any value but `"false"` (the value is the reason
 /// shown; `"true"` says only that it is paused).
 pub const PAUSED_ANNOTATION: &str = "kube-fsm.dev/paused";
+/// The annotation that lets a deleted object go without its `cleanup` (what it made is left
+/// behind, orphaned): `"true"`.
+pub const SKIP_CLEANUP_ANNOTATION: &str = "kube-fsm.dev/skip-cleanup";
 /// The annotation that asks for a reconcile now (Flux's convention): any new value.
 pub const RECONCILE_ANNOTATION: &str = "kube-fsm.dev/reconcile-requested-at";
 /// The condition type the engine keeps while an object is paused (and `False` after).
@@ -35,6 +38,11 @@ pub fn requested(meta: &ObjectMeta) -> Option<String> {
             "paused by the {PAUSED_ANNOTATION} annotation: {reason}"
         )),
     }
+}
+
+/// Whether the object asks to be let go without its cleanup.
+pub fn skips_cleanup(meta: &ObjectMeta) -> bool {
+    annotation(meta, SKIP_CLEANUP_ANNOTATION).is_some_and(|v| v.trim() == "true")
 }
 
 /// The value of the reconcile-now annotation, if any.
@@ -132,6 +140,8 @@ mod tests {
         );
         assert_eq!(requested(&meta(&[(PAUSED_ANNOTATION, "false")])), None);
         assert_eq!(requested(&ObjectMeta::default()), None);
+        assert!(skips_cleanup(&meta(&[(SKIP_CLEANUP_ANNOTATION, "true")])));
+        assert!(!skips_cleanup(&meta(&[(SKIP_CLEANUP_ANNOTATION, "yes")])));
         assert_eq!(
             reconcile_requested(&meta(&[(RECONCILE_ANNOTATION, "2026-12-02T10:00:00Z")])),
             Some("2026-12-02T10:00:00Z")

@@ -1,10 +1,10 @@
 //! Pausing and reconcile-now on the real API server: a paused object is left alone past its
 //! timeout (its status is not written: the API server counts no status PATCH of the kind and the
 //! object's resourceVersion does not move), the time paused does not count toward the timeout
-//! once it resumes — also when the handler fails after the resume —, deletion still runs cleanup
-//! while paused, and a reconcile request on a failing object is handled at once, once, recorded
-//! in the status, and leaves the backoff where it was (no hot loop: counted in the API server's
-//! audit log). A handler failing again and again makes its object `Stalled`, for the generation
+//! once it resumes — also when the handler fails after the resume —, a paused object's deletion
+//! waits for the resume to run cleanup (and `skip-cleanup` orphans), and a reconcile request on
+//! a failing object is handled at once, once, recorded in the status, and leaves the backoff
+//! where it was (no hot loop: counted in the API server's audit log). A handler failing again and again makes its object `Stalled`, for the generation
 //! it failed on, with the API server's refusal in a sentence.
 
 use std::sync::Arc;
@@ -232,33 +232,95 @@ async fn a_paused_object_is_left_alone_past_its_timeout_and_resumes_with_the_pau
     operator.stop().await;
 }
 
+/// Waits until `name` is gone; panics naming `what` otherwise.
+async fn wait_gone(api: &Api<Sleeper>, name: &str, what: &str) {
+    let gone = eventually(Duration::from_secs(20), || async {
+        api.get_opt(name)
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "{name}: {what}");
+}
+
 #[tokio::test]
-async fn deletion_runs_cleanup_while_paused() {
+async fn deleting_a_paused_object_waits_for_the_resume_to_clean_up_and_skip_cleanup_orphans() {
     let _one_at_a_time = SLEEPERS.lock().await;
     let Some((client, ns)) = cluster::prepare("pause::deletion", "fsm-pause-delete").await else {
         return;
     };
     let (api, handlers, operator) = start(&client, &ns);
-    let mut sleeper = Sleeper::new("s", SleeperSpec::default());
-    sleeper
-        .annotations_mut()
-        .insert("kube-fsm.dev/paused".into(), "true".into());
-    api.create(&PostParams::default(), &sleeper)
-        .await
-        .expect("create");
-    wait_for(&api, "s", "paused with the finalizer", |s| {
-        !s.finalizers().is_empty() && condition(s, "Paused").is_some()
-    })
-    .await;
-    api.delete("s", &DeleteParams::default())
+    for name in ["kept", "orphaned"] {
+        let mut sleeper = Sleeper::new(name, SleeperSpec::default());
+        sleeper.annotations_mut().insert(
+            "kube-fsm.dev/paused".into(),
+            "INC-7: keep the bucket".into(),
+        );
+        api.create(&PostParams::default(), &sleeper)
+            .await
+            .expect("create");
+        wait_for(&api, name, "paused with the finalizer", |s| {
+            !s.finalizers().is_empty() && condition(s, "Paused").is_some()
+        })
+        .await;
+    }
+
+    // Paused, then deleted: no cleanup while paused (as Cluster API and Flux do), the object
+    // stays Terminating, and it says so.
+    api.delete("kept", &DeleteParams::default())
         .await
         .expect("delete");
-    let gone = eventually(Duration::from_secs(20), || async {
-        api.get_opt("s").await.expect("get").is_none().then_some(())
+    let waiting = wait_for(&api, "kept", "the deletion waiting", |s| {
+        condition(s, "Paused").is_some_and(|c| c.0 == "True" && c.2.contains("deleted"))
     })
     .await;
-    assert!(gone.is_some(), "the paused object was not deleted");
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    let announced = eventually(Duration::from_secs(10), || async {
+        (!cluster::events(&client, &ns, "DeletionPaused")
+            .await
+            .is_empty())
+        .then_some(())
+    })
+    .await;
+    assert!(announced.is_some(), "no DeletionPaused Event");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        api.get_opt("kept").await.expect("get").is_some(),
+        "deleted while paused"
+    );
+    assert_eq!(
+        handlers.cleanups.load(Ordering::SeqCst),
+        0,
+        "cleanup ran while paused"
+    );
+
+    // Resumed: the cleanup runs and the object goes.
+    annotate(&api, "kept", json!({ "kube-fsm.dev/paused": null })).await;
+    wait_gone(&api, "kept", "not deleted after the resume").await;
     assert_eq!(handlers.cleanups.load(Ordering::SeqCst), 1);
+
+    // Asked to orphan what it made: the finalizer goes without cleanup.
+    annotate(
+        &api,
+        "orphaned",
+        json!({ "kube-fsm.dev/skip-cleanup": "true" }),
+    )
+    .await;
+    api.delete("orphaned", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&api, "orphaned", "not deleted with skip-cleanup").await;
+    assert_eq!(handlers.cleanups.load(Ordering::SeqCst), 1, "cleanup ran");
+    let skipped = eventually(Duration::from_secs(10), || async {
+        (!cluster::events(&client, &ns, "CleanupSkipped")
+            .await
+            .is_empty())
+        .then_some(())
+    })
+    .await;
+    assert!(skipped.is_some(), "no CleanupSkipped Event");
     assert_eq!(handlers.calls.load(Ordering::SeqCst), 0, "no step ran");
     operator.stop().await;
 }
