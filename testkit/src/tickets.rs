@@ -1,6 +1,7 @@
 //! `Ticket`, one resource in two versions with one machine (`specs/ticket.yaml`): `v1alpha1`
 //! and `v1`, `v1` stored (the hub). `v1` renamed and restructured the spec (`title` →
-//! `summary`, `assignee` → `owner.name`); [`converter`] converts between them, and the CRD
+//! `summary`, `assignee` → `owner.name`) and added `priority`; [`converter`] converts between
+//! them, and the CRD
 //! ([`crd`]) sends the API server's conversions to it.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -65,6 +66,9 @@ pub mod v1 {
         pub summary: String,
         /// Who owns it (`assignee` in `v1alpha1`).
         pub owner: Owner,
+        /// How urgent it is: only `v1` has it (kept beside a `v1alpha1` object by the converter).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub priority: Option<u8>,
     }
 
     /// Who owns a ticket.
@@ -88,6 +92,7 @@ impl From<v1alpha1::TicketSpec> for v1::TicketSpec {
         v1::TicketSpec {
             summary: old.title,
             owner: v1::Owner { name: old.assignee },
+            priority: None,
         }
     }
 }

@@ -36,7 +36,7 @@ pub use configuration::{
     Endpoint, FailurePolicy, PATH, TIER_PATH, WebhookOptions, conversion_webhook,
     validating_webhook_configuration, validating_webhook_configuration_for,
 };
-pub use conversion::{CONVERT_PATH, Conversions, Converter};
+pub use conversion::{CONVERSION_DATA, CONVERT_PATH, Conversions, Converter};
 pub use policy::{OperatorIdentity, People, Policy, PolicyError, Requester, Rule, Tier};
 pub use review::Validator;
 pub use rules::{NOT_SUPPORTED, PHASE_FIELD, Violation, check, is_manual, no_such_transition};

@@ -3,7 +3,9 @@
 //! server converts between them (hub-and-spoke) and reviews both. Objects created in either
 //! version read back unchanged in both (generated specs, through the API server); an operator
 //! running on `v1` converges objects of both; conversion never changes a status; an illegal
-//! move written through either version is refused.
+//! move written through either version is refused. A field only `v1` has survives reads and
+//! edits through `v1alpha1`, and the metadata the machine relies on (labels, annotations,
+//! finalizers, owner references) passes through every version pair.
 
 use std::collections::BTreeMap;
 
@@ -54,8 +56,13 @@ fn generated(rng: &mut fastrand::Rng) -> v1alpha1::TicketSpec {
     v1alpha1::TicketSpec { title, assignee }
 }
 
+/// The tests of this file one at a time: each points the one Ticket CRD's conversions at its
+/// own webhook server.
+static TICKETS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn objects_of_either_version_read_back_unchanged_in_both_and_converge() {
+    let _one_at_a_time = TICKETS.lock().await;
     let test = "versions::converted";
     let Some(client) = cluster::client(test).await else {
         return;
@@ -162,5 +169,107 @@ async fn objects_of_either_version_read_back_unchanged_in_both_and_converge() {
         );
     }
     running.stop().await;
+    registration.remove().await;
+}
+
+#[tokio::test]
+async fn a_field_only_the_stored_version_has_and_the_metadata_survive_the_older_version() {
+    let _one_at_a_time = TICKETS.lock().await;
+    let test = "versions::lossless";
+    let Some(client) = cluster::client(test).await else {
+        return;
+    };
+    let ns = admission::namespace(&client, "fsm-lossless", &[]).await;
+    let probe = v1::Ticket::new(PROBE, v1::TicketSpec::default());
+    let registration =
+        admission::serve_versions(&client, &ns, probe, tickets::crd(), tickets::converter()).await;
+    let old: Api<v1alpha1::Ticket> = Api::namespaced(client.clone(), &ns);
+    let new: Api<v1::Ticket> = Api::namespaced(client.clone(), &ns);
+
+    let mut ticket = v1::Ticket::new(
+        "kept",
+        v1::TicketSpec {
+            summary: "disk full".into(),
+            owner: v1::Owner {
+                name: Some("ana".into()),
+            },
+            priority: Some(3),
+        },
+    );
+    ticket.metadata.labels = Some(BTreeMap::from([(
+        "shard.kube-fsm.io/tickets".into(),
+        "2".into(),
+    )]));
+    ticket.metadata.annotations = Some(BTreeMap::from([
+        ("kube-fsm.dev/paused".into(), "INC-9".into()),
+        ("note".into(), "keep".into()),
+    ]));
+    ticket.metadata.finalizers = Some(vec!["fsm.example.com/hold".into()]);
+    ticket.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "owner".into(),
+            uid: "3e7c1a52-0000-4000-8000-000000000001".into(),
+            ..Default::default()
+        },
+    ]);
+    new.create(&PostParams::default(), &ticket)
+        .await
+        .expect("create as v1");
+
+    // Read through v1alpha1: the metadata as written (no annotation but ours and the
+    // converter's), the spec in v1alpha1's words.
+    let as_old = old.get("kept").await.expect("read as v1alpha1");
+    let as_new = new.get("kept").await.expect("read as v1");
+    assert_eq!(as_old.spec.title, "disk full");
+    assert_eq!(as_old.metadata.labels, as_new.metadata.labels);
+    assert_eq!(as_old.metadata.finalizers, as_new.metadata.finalizers);
+    assert_eq!(
+        as_old.metadata.owner_references,
+        as_new.metadata.owner_references
+    );
+    let mut annotations = as_old.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        annotations
+            .remove(kube_fsm::admission::CONVERSION_DATA)
+            .is_some(),
+        "v1alpha1 cannot hold priority: it is kept beside it"
+    );
+    assert_eq!(Some(annotations), as_new.metadata.annotations);
+
+    // Edited through v1alpha1 (a label, then the spec): the edits land, priority stays.
+    let params = PatchParams::default();
+    let label = Patch::Merge(json!({ "metadata": { "labels": { "team": "storage" } } }));
+    old.patch("kept", &params, &label)
+        .await
+        .expect("label through v1alpha1");
+    let renamed = Patch::Merge(json!({ "spec": { "title": "disk full again" } }));
+    old.patch("kept", &params, &renamed)
+        .await
+        .expect("edit through v1alpha1");
+    let stored = new.get("kept").await.expect("read as v1");
+    assert_eq!(
+        stored.spec.priority,
+        Some(3),
+        "priority lost through v1alpha1"
+    );
+    assert_eq!(stored.spec.summary, "disk full again");
+    let labels = stored.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("team").map(String::as_str), Some("storage"));
+    assert!(
+        stored
+            .metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key(kube_fsm::admission::CONVERSION_DATA)),
+        "the stored version does not carry the converter's annotation"
+    );
+
+    // Let it go (no controller-manager runs: nothing else would remove the finalizer).
+    let release = Patch::Merge(json!({ "metadata": { "finalizers": null } }));
+    new.patch("kept", &params, &release)
+        .await
+        .expect("drop the finalizer");
     registration.remove().await;
 }

@@ -4,6 +4,19 @@
 //! passes through as stored, so a conversion never changes a phase, a condition or an entry
 //! time. [`crate::admission::Webhook::converter`] serves it at [`CONVERT_PATH`];
 //! [`crate::admission::conversion_webhook`] points the CRD's `spec.conversion` at it.
+//!
+//! A conversion loses nothing, or fails saying what it would lose:
+//! - a field of the hub that a spoke cannot hold (added in the newer version) is kept beside the
+//!   spoke's object, in its [`CONVERSION_DATA`] annotation (the hub's spec as JSON, as Cluster
+//!   API does), and put back when the object comes back to the hub — also after an edit made
+//!   through the spoke, which keeps its own changes. So `kubectl label` through an old version
+//!   loses nothing; the stored (hub) object never carries the annotation;
+//! - a field the operator's types do not know (a newer CRD served during a rolling update) fails
+//!   the conversion, naming the field, instead of being dropped;
+//! - a `From` impl that panics fails the review with its message.
+//!
+//! The rule for the `From` impls: map every field the other version also has (renamed or
+//! restructured as you like); a field only one side has is the converter's business.
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -19,6 +32,12 @@ use serde_json::Value;
 /// The path the API server posts `ConversionReview`s to.
 pub const CONVERT_PATH: &str = "/convert";
 
+/// The annotation that keeps, beside an object converted to an older version, what of the hub's
+/// spec that version cannot hold (the hub's spec, as JSON).
+pub const CONVERSION_DATA: &str = "kube-fsm.dev/conversion-data";
+
+mod lossless;
+
 /// One spec, as JSON, into another.
 type Step = Box<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
 
@@ -26,6 +45,74 @@ type Step = Box<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
 struct Pair {
     to_hub: Step,
     from_hub: Step,
+}
+
+impl Pair {
+    /// The hub's spec of a spoke's `spec`, with what the spoke could not hold put back from
+    /// `saved` (the hub's spec it was converted from), where the spoke left it empty.
+    fn up(&self, spec: Value, saved: Option<&Value>) -> Result<Value, String> {
+        let mut hub = call(&self.to_hub, spec)?;
+        if let Some(saved) = saved {
+            let shown = call(&self.from_hub, saved.clone())?;
+            let back = call(&self.to_hub, shown)?;
+            for path in lossless::dropped("spec", saved, &back) {
+                lossless::fill(&mut hub, saved, &path);
+            }
+        }
+        Ok(hub)
+    }
+
+    /// The spoke's spec of the hub's `hub`, and the hub's spec to keep beside it when the
+    /// spoke cannot hold all of it.
+    fn down(&self, hub: Value) -> Result<(Value, Option<Value>), String> {
+        let spec = call(&self.from_hub, hub.clone())?;
+        let back = call(&self.to_hub, spec.clone())?;
+        let lost = !lossless::dropped("spec", &hub, &back).is_empty();
+        Ok((spec, lost.then_some(hub)))
+    }
+}
+
+/// Runs a conversion; a panic in the user's `From` impl becomes an error with its message.
+fn call(step: &Step, spec: Value) -> Result<Value, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(spec))).unwrap_or_else(|panic| {
+        let said = panic
+            .downcast_ref::<&str>()
+            .map(ToString::to_string)
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(format!("the conversion panicked: {said}"))
+    })
+}
+
+/// Takes the [`CONVERSION_DATA`] annotation off `object`: the hub's spec it keeps, if any.
+fn take_saved(object: &mut Value) -> Result<Option<Value>, String> {
+    let Some(annotations) = object["metadata"]
+        .get_mut("annotations")
+        .and_then(Value::as_object_mut)
+    else {
+        return Ok(None);
+    };
+    let Some(saved) = annotations.remove(CONVERSION_DATA) else {
+        return Ok(None);
+    };
+    if annotations.is_empty()
+        && let Some(metadata) = object["metadata"].as_object_mut()
+    {
+        metadata.remove("annotations");
+    }
+    let saved = saved.as_str().unwrap_or_default();
+    serde_json::from_str(saved)
+        .map(Some)
+        .map_err(|err| format!("its {CONVERSION_DATA} annotation is not the JSON of a spec: {err}"))
+}
+
+/// Keeps `hub` (the hub's spec) in `object`'s [`CONVERSION_DATA`] annotation.
+fn save(object: &mut Value, hub: &Value) {
+    let metadata = &mut object["metadata"];
+    if !metadata["annotations"].is_object() {
+        metadata["annotations"] = Value::Object(serde_json::Map::new());
+    }
+    metadata["annotations"][CONVERSION_DATA] = Value::String(hub.to_string());
 }
 
 /// The conversions of one resource between its versions, through its hub version.
@@ -185,15 +272,19 @@ impl Converter {
                 .get_mut("spec")
                 .map(Value::take)
                 .unwrap_or(Value::Null);
+            let saved = take_saved(&mut object).map_err(failed)?;
             let hub = match self.spoke(&from)? {
                 None => spec,
-                Some(spoke) => (spoke.to_hub)(spec).map_err(failed)?,
+                Some(spoke) => spoke.up(spec, saved.as_ref()).map_err(failed)?,
             };
-            let spec = match self.spoke(&to)? {
-                None => hub,
-                Some(spoke) => (spoke.from_hub)(hub).map_err(failed)?,
+            let (spec, keep) = match self.spoke(&to)? {
+                None => (hub, None),
+                Some(spoke) => spoke.down(hub).map_err(failed)?,
             };
             object["spec"] = spec;
+            if let Some(hub) = keep {
+                save(&mut object, &hub);
+            }
         }
         object["apiVersion"] = Value::String(desired.to_owned());
         Ok(object)
@@ -248,147 +339,27 @@ where
 /// A spec read as `From` (written in version `version`) and written as `To`.
 fn step<From, To>(version: &str) -> Step
 where
-    From: DeserializeOwned + Into<To> + 'static,
+    From: Serialize + DeserializeOwned + Into<To> + 'static,
     To: Serialize + 'static,
 {
     let version = version.to_owned();
     Box::new(move |spec| {
-        let read: From = serde_json::from_value(spec)
+        let read: From = serde_json::from_value(spec.clone())
             .map_err(|err| format!("its spec does not read as version {version}: {err}"))?;
+        // What the types do not know, serde drops: refuse rather than lose it.
+        let known = serde_json::to_value(&read).map_err(|err| err.to_string())?;
+        let unknown = lossless::dropped("spec", &spec, &known);
+        if !unknown.is_empty() {
+            let fields: Vec<String> = unknown.iter().map(ToString::to_string).collect();
+            return Err(format!(
+                "{} not known to this operator's version {version} (is the CRD newer than the operator?); converting would drop {}",
+                fields.join(", "),
+                if fields.len() == 1 { "it" } else { "them" }
+            ));
+        }
         serde_json::to_value(read.into()).map_err(|err| err.to_string())
     })
 }
 
 #[cfg(test)]
-pub(super) mod tests {
-    use kube::CustomResource;
-    use schemars::JsonSchema;
-    use serde::{Deserialize, Serialize};
-    use serde_json::{Value, json};
-
-    use super::Converter;
-
-    mod v1alpha1 {
-        use super::*;
-
-        #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
-        #[kube(
-            group = "example.com",
-            version = "v1alpha1",
-            kind = "Ticket",
-            namespaced
-        )]
-        pub struct TicketSpec {
-            pub title: String,
-            pub assignee: Option<String>,
-        }
-    }
-
-    mod v1 {
-        use super::*;
-
-        #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
-        #[kube(group = "example.com", version = "v1", kind = "Ticket", namespaced)]
-        pub struct TicketSpec {
-            pub summary: String,
-            pub owner: Owner,
-        }
-
-        #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
-        pub struct Owner {
-            pub name: Option<String>,
-        }
-    }
-
-    impl From<v1alpha1::TicketSpec> for v1::TicketSpec {
-        fn from(old: v1alpha1::TicketSpec) -> Self {
-            v1::TicketSpec {
-                summary: old.title,
-                owner: v1::Owner { name: old.assignee },
-            }
-        }
-    }
-
-    impl From<v1::TicketSpec> for v1alpha1::TicketSpec {
-        fn from(new: v1::TicketSpec) -> Self {
-            v1alpha1::TicketSpec {
-                title: new.summary,
-                assignee: new.owner.name,
-            }
-        }
-    }
-
-    /// `Ticket`'s conversions: `v1alpha1` (`title`, `assignee`) through `v1` (`summary`,
-    /// `owner.name`).
-    pub(in crate::admission) fn converter() -> Converter {
-        Converter::hub::<v1::Ticket>()
-            .spoke::<v1alpha1::Ticket>()
-            .build()
-    }
-
-    fn review(desired: &str, objects: Vec<Value>) -> Value {
-        let review = json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "ConversionReview",
-            "request": { "uid": "u-1", "desiredAPIVersion": desired, "objects": objects },
-        });
-        let answered = converter().review(serde_json::from_value(review).unwrap());
-        serde_json::to_value(answered).unwrap()
-    }
-
-    fn stored(api: &str, spec: Value) -> Value {
-        json!({
-            "apiVersion": api,
-            "kind": "Ticket",
-            "metadata": { "name": "t", "namespace": "ns", "resourceVersion": "7" },
-            "spec": spec,
-            "status": { "phase": "Working", "conditions": [{ "type": "Ready", "status": "True" }] },
-        })
-    }
-
-    #[test]
-    fn specs_convert_both_ways_through_the_hub_and_the_rest_passes_through() {
-        let old = stored(
-            "example.com/v1alpha1",
-            json!({ "title": "t", "assignee": "ana" }),
-        );
-        let answer = review("example.com/v1", vec![old.clone()]);
-        let response = &answer["response"];
-        assert_eq!(response["uid"], "u-1");
-        assert_eq!(response["result"]["status"], "Success", "{answer}");
-        let new = &response["convertedObjects"][0];
-        assert_eq!(new["apiVersion"], "example.com/v1");
-        assert_eq!(
-            new["spec"],
-            json!({ "summary": "t", "owner": { "name": "ana" } })
-        );
-        assert_eq!(new["status"], old["status"], "the status is untouched");
-        assert_eq!(new["metadata"], old["metadata"]);
-
-        let back = review("example.com/v1alpha1", vec![new.clone()]);
-        assert_eq!(
-            back["response"]["convertedObjects"][0], old,
-            "a round trip is the identity"
-        );
-    }
-
-    #[test]
-    fn a_spec_that_does_not_read_fails_the_review_naming_object_and_versions() {
-        let bad = stored("example.com/v1alpha1", json!({ "title": 5 }));
-        let answer = review("example.com/v1", vec![bad]);
-        let result = &answer["response"]["result"];
-        assert_eq!(result["status"], "Failure", "{answer}");
-        let message = result["message"].as_str().unwrap();
-        assert!(
-            message.starts_with("cannot convert Ticket ns/t from v1alpha1 to v1: its spec does not read as version v1alpha1"),
-            "{message}"
-        );
-        let unknown = stored("example.com/v2", json!({}));
-        let answer = review("example.com/v1", vec![unknown]);
-        let message = answer["response"]["result"]["message"].as_str().unwrap();
-        assert!(
-            message.contains("no conversion for version v2 of Ticket (converted: v1, v1alpha1)"),
-            "{message}"
-        );
-    }
-}
+pub(super) mod tests;
