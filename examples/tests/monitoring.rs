@@ -18,15 +18,25 @@ fn generate(args: &[&str]) -> BTreeMap<String, String> {
 
 #[test]
 fn the_checked_in_rules_and_dashboard_are_what_the_example_writes() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("monitoring");
-    for (file, text) in generate(&SNAPSHOT_ARGS) {
-        let checked_in = std::fs::read_to_string(dir.join(&file)).unwrap_or_default();
+    // The whole folder (its files; `tests/` holds the hand-written promtool tests): a file the
+    // example no longer writes, or one it writes that is not checked in, is stale too.
+    let checked_in =
+        kube_fsm_testkit::files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("monitoring"));
+    let written = generate(&SNAPSHOT_ARGS);
+    let regenerate = format!(
+        "regenerate with: cargo run -p kube-fsm-examples --example monitoring -- {} --out examples/monitoring",
+        SNAPSHOT_ARGS.join(" ")
+    );
+    assert!(!written.is_empty(), "the example wrote nothing");
+    assert_eq!(
+        checked_in.keys().collect::<Vec<_>>(),
+        written.keys().collect::<Vec<_>>(),
+        "examples/monitoring/ holds other files than the example writes; {regenerate}"
+    );
+    for (file, text) in &written {
         assert_eq!(
-            checked_in,
-            text,
-            "examples/monitoring/{file} is stale; regenerate with: cargo run -p kube-fsm-examples \
-             --example monitoring -- {} --out examples/monitoring",
-            SNAPSHOT_ARGS.join(" ")
+            &checked_in[file], text,
+            "examples/monitoring/{file} is stale; {regenerate}"
         );
     }
 }

@@ -206,35 +206,6 @@ async fn serve_crd<K: Probe>(
     (registration, proxy)
 }
 
-/// Registers `K`'s webhook for namespace `ns` at an address where nothing listens, with
-/// failure policy `Fail`, and waits until the API server refuses writes for it.
-///
-/// # Panics
-/// When it cannot be registered, or does not take effect.
-pub async fn unreachable<K: Probe>(client: &Client, ns: &str, probe: K) -> Registration {
-    let api = Api::<K>::namespaced(client.clone(), ns);
-    create_probe(&api, probe).await;
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.local_addr().expect("addr").port()
-    };
-    let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).expect("certificate");
-    let mut options = options(
-        ns,
-        Endpoint::Url(format!("https://127.0.0.1:{port}")),
-        FailurePolicy::Fail,
-    );
-    options.ca_bundle = certificate.ca_bundle().map(str::to_owned);
-    let name = register(client, ns, &K::crd(), &options, &Policy::default()).await;
-    wait_active(&api, &name).await;
-    Registration {
-        client: client.clone(),
-        name,
-        health: None,
-        task: None,
-    }
-}
-
 /// What a probe object needs to be.
 pub trait Probe:
     Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>

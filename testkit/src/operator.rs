@@ -43,9 +43,20 @@ impl Running {
     }
 
     /// Shuts down gracefully (in-flight reconciles finish; a held Lease is released).
+    ///
+    /// # Panics
+    /// When the operator panicked, or did not stop within 10 s: a test must not pass over
+    /// either.
     pub async fn stop(self) {
         let _ = self.stop.send(());
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), self.task).await;
+        match tokio::time::timeout(std::time::Duration::from_secs(10), self.task).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) if err.is_panic() => {
+                std::panic::resume_unwind(err.into_panic());
+            }
+            Ok(Err(err)) => panic!("the operator's task ended abnormally: {err}"),
+            Err(_) => panic!("the operator did not stop within 10 s of its shutdown signal"),
+        }
     }
 
     /// Stops at once, as a killed process would (nothing is released).

@@ -40,7 +40,8 @@ pub struct Write {
 /// The replicas' accepted writes to Databases in `namespaces`, from the audit log at `path`.
 ///
 /// # Errors
-/// When the log cannot be read.
+/// When the log cannot be read, or a replica's line of it is not an audit event (a check that
+/// attributes writes must not attribute fewer because it could not read them).
 pub fn writes(path: &str, namespaces: &HashSet<String>) -> std::io::Result<Vec<Write>> {
     let file = std::io::BufReader::new(std::fs::File::open(path)?);
     let mut writes = Vec::new();
@@ -49,10 +50,13 @@ pub fn writes(path: &str, namespaces: &HashSet<String>) -> std::io::Result<Vec<W
         if !line.contains(AGENT) {
             continue;
         }
-        if let Some(write) = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|event| accepted(&event, namespaces))
-        {
+        let event = serde_json::from_str::<Value>(&line).map_err(|err| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a replica's audit line is not JSON ({err}): {line}"),
+            )
+        })?;
+        if let Some(write) = accepted(&event, namespaces) {
             writes.push(write);
         }
     }

@@ -297,7 +297,16 @@ async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_oper
     api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
-    let registration = admission::unreachable(&client, &ns, sample(PROBE)).await;
+    let (registration, webhook) = admission::serve_behind_proxy(
+        &client,
+        &ns,
+        (admission::SCOPE_LABEL, &ns),
+        sample(PROBE),
+        Policy::default(),
+        FailurePolicy::Fail,
+    )
+    .await;
+    webhook.down();
 
     let err = set_phase(&api, "db", Some("Pending"), &manager("kube-fsm"))
         .await
@@ -313,9 +322,30 @@ async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_oper
         .await
         .expect("Fail: a label is not the webhook's");
 
-    // The operator's status writes are refused too: nothing is written, nothing is lost.
+    // The operator's status writes are refused too: nothing is written, nothing is lost. Its
+    // refused write is waited for in the API server's audit log (the test's own was one).
+    let refused_writes = |audit: std::path::PathBuf| {
+        let ns = ns.clone();
+        move || {
+            kube_fsm_testkit::audit::requests(&audit, &ns)
+                .iter()
+                .filter(|r| r.name == "db" && r.subresource == "status" && r.code >= 500)
+                .count()
+        }
+    };
+    let audit = kube_fsm_testkit::audit::log("admission::down").map(refused_writes);
+    let refused_before = audit.as_ref().map(|count| count());
     let operator = Running::spawn(in_namespace::<Database, _>(&client, &ns, Databases));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    if let (Some(count), Some(before)) = (&audit, refused_before) {
+        let tried = kube_fsm_testkit::cluster::eventually(Duration::from_secs(20), || async {
+            (count() > before).then_some(())
+        })
+        .await;
+        assert!(
+            tried.is_some(),
+            "the operator never tried to write the status"
+        );
+    }
     let db = api.get("db").await.expect("get");
     assert_eq!(
         kube_fsm_testkit::cluster::phase_of(&db),
@@ -361,7 +391,16 @@ async fn after_a_webhook_outage_the_operator_resumes_within_seconds() {
     install_crds(&client).await;
     let ns = admission::namespace(&client, "admission-resume", &[]).await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-    let registration = admission::unreachable(&client, &ns, sample(PROBE)).await;
+    let (registration, webhook) = admission::serve_behind_proxy(
+        &client,
+        &ns,
+        (admission::SCOPE_LABEL, &ns),
+        sample(PROBE),
+        Policy::default(),
+        FailurePolicy::Fail,
+    )
+    .await;
+    webhook.down();
     // The default backoff (0.5 s doubling up to 5 min): 20 s of refused writes grow it well
     // past 10 s, which a connection failure caps at 30 s (`reconnect_max`).
     let operator = Running::spawn(
@@ -386,8 +425,8 @@ async fn after_a_webhook_outage_the_operator_resumes_within_seconds() {
         0,
         "Fail: no status written while it is down"
     );
-    // The webhook is back (to the API server, Ignore is the same as a webhook that answers).
-    registration.set_failure_policy(FailurePolicy::Ignore).await;
+    // The webhook is back.
+    webhook.heal();
     let back = std::time::Instant::now();
     let resumed = kube_fsm_testkit::cluster::eventually(Duration::from_secs(40), || async {
         (phased().await == 10).then_some(())

@@ -285,10 +285,13 @@ async fn status_writes_equal_status_changes_and_reconciles_after_convergence_wri
     operator.stop().await;
 }
 
-/// Holds the first Provisioning step, lets `write` change the object meanwhile, releases.
+/// Holds the first Provisioning step, lets `write` change the object meanwhile, releases;
+/// waits for the engine's stale write to be refused with a 409 (the API server's audit log,
+/// this object's requests only) and for the object to be `settled`.
 async fn race_with_concurrent_writer(
     prefix: &str,
     write: serde_json::Value,
+    settled: impl Fn(&Database) -> bool,
 ) -> (Database, Vec<String>) {
     let client = cluster::client(prefix).await.expect("checked by caller");
     cluster::install_crds(&client).await;
@@ -298,13 +301,6 @@ async fn race_with_concurrent_writer(
         hold_first_provisioning: AtomicBool::new(true),
         ..Knobs::default()
     });
-    let conflicts = [
-        ("resource", "databases"),
-        ("subresource", "status"),
-        ("verb", "PATCH"),
-        ("code", "409"),
-    ];
-    let conflicts_before = cluster::requests(&client, &conflicts).await;
 
     // Record every phase the API server ever stores for the object.
     let watched = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -337,12 +333,34 @@ async fn race_with_concurrent_writer(
         .expect("concurrent write");
     knobs.release.notify_one();
 
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let db = api.get("db").await.expect("get");
-    assert!(
-        cluster::requests(&client, &conflicts).await > conflicts_before,
-        "the engine's stale write got a 409"
-    );
+    if let Some(audit) = kube_fsm_testkit::audit::log(prefix) {
+        let refused = eventually(Duration::from_secs(10), || async {
+            kube_fsm_testkit::audit::requests(&audit, &ns)
+                .iter()
+                .any(|r| {
+                    (
+                        r.resource.as_str(),
+                        r.subresource.as_str(),
+                        r.name.as_str(),
+                        r.code,
+                    ) == ("databases", "status", "db", 409)
+                })
+                .then_some(())
+        })
+        .await;
+        assert!(
+            refused.is_some(),
+            "the engine's stale write of db got no 409"
+        );
+    }
+    let db = eventually(Duration::from_secs(10), || async {
+        api.get("db").await.ok().filter(|db| settled(db))
+    })
+    .await
+    .expect("settled after the conflict");
+    // A moment for anything else the engine would still write (nothing, if it is right) to
+    // reach the watch.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     operator.stop().await;
     watcher_task.abort();
     let phases = watched.lock().unwrap().clone();
@@ -361,7 +379,10 @@ async fn a_conflicting_write_is_recovered_without_losing_the_other_writers_chang
         {"type": "PodsReady", "status": "False", "reason": "Waiting", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
         {"type": "example.com/ExternalCheck", "status": "True", "reason": "Verified", "message": "by another controller", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     ]}});
-    let (db, phases) = race_with_concurrent_writer("fsm-conflict", other).await;
+    let (db, phases) = race_with_concurrent_writer("fsm-conflict", other, |db| {
+        phase_of(db).as_deref() == Some("Running")
+    })
+    .await;
     let status = &db.status.as_ref().unwrap().machine;
     assert_eq!(status.phase(), Some(DatabasePhase::Running));
     let external = status
@@ -382,7 +403,10 @@ async fn a_conflict_never_persists_an_illegal_phase() {
     }
     // Meanwhile someone fails the object: Running is no longer a legal successor.
     let other = json!({"status": {"phase": "Failed"}});
-    let (db, phases) = race_with_concurrent_writer("fsm-illegal", other).await;
+    let (db, phases) = race_with_concurrent_writer("fsm-illegal", other, |db| {
+        phase_of(db).as_deref() == Some("Failed")
+    })
+    .await;
     assert_eq!(
         db.status.as_ref().unwrap().machine.phase(),
         Some(DatabasePhase::Failed)
