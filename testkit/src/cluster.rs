@@ -101,6 +101,7 @@ pub async fn install_crds(client: &Client) {
             kube_fsm::crd::<crate::resources::Timer>(),
             kube_fsm::crd::<crate::resources::Sleeper>(),
             kube_fsm::crd::<crate::resources::Overdue>(),
+            kube_fsm::crd::<crate::resources::Change>(),
             loose_status_crd(kube_fsm::crd::<crate::resources::Relay>()),
             older_spec_crd(kube_fsm::crd::<crate::resources::Guarded>()),
         ] {

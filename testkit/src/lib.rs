@@ -331,6 +331,30 @@ pub mod resources {
         pub machine: MachineStatus<RelayPhase>,
     }
 
+    /// An approval gate: only people approve (`Pending -> Approved`, a manual edge out of the
+    /// initial phase), the handler may reject. For who may take a manual edge.
+    #[state_machine(
+        phases(Pending(initial), Approved(terminal), Rejected(terminal)),
+        transitions(Pending -> Approved manual, Pending -> Rejected on Reject),
+    )]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Change",
+        namespaced,
+        status = "ChangeStatus"
+    )]
+    pub struct ChangeSpec {}
+
+    /// Status of [`Change`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct ChangeStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<ChangePhase>,
+    }
+
     /// A machine that reverts drift, for the drift tests. Its CRD is installed as an older
     /// spec's CRD would be, without the phase enum (see `cluster::install_crds`), so that a phase
     /// this spec does not declare can be stored.

@@ -55,7 +55,9 @@ impl Running {
                 std::panic::resume_unwind(err.into_panic());
             }
             Ok(Err(err)) => panic!("the operator's task ended abnormally: {err}"),
-            Err(_) => panic!("the operator did not stop within 10 s of its shutdown signal"),
+            Err(elapsed) => {
+                panic!("the operator did not stop within 10 s of its shutdown signal ({elapsed})")
+            }
         }
     }
 

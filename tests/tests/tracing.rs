@@ -108,7 +108,7 @@ async fn each_reconcile_has_a_span_naming_the_object_and_the_transition() {
     assert_eq!(
         seen,
         [
-            (String::new(), "Provisioning".into(), "Accept".into()),
+            ("Pending".into(), "Provisioning".into(), "Accept".into()),
             (
                 "Provisioning".into(),
                 "Running".into(),

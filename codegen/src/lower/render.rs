@@ -178,11 +178,13 @@ fn quoted<'a>(names: impl Iterator<Item = &'a str>) -> String {
 }
 
 /// The CEL rule on the object that the first phase written is the initial phase or one of its
-/// direct successors. It sits on the root, which exists on both sides of every update, so it
-/// needs no `optionalOldSelf` whether or not the old object had a status.
+/// direct successors by an edge the engine takes: a phase reached only by a manual edge needs
+/// a person's move out of a stored initial phase (CEL cannot tell who writes, so it is never a
+/// first phase). It sits on the root, which exists on both sides of every update, so it needs
+/// no `optionalOldSelf` whether or not the old object had a status.
 pub fn cel_first_phase_rule(machine: &Machine) -> String {
     let successors = machine
-        .targets(machine.initial)
+        .handler_targets(machine.initial)
         .into_iter()
         .filter(|&t| t != machine.initial);
     let allowed = quoted(
@@ -233,6 +235,20 @@ mod tests {
             "!has(self.status) || !has(self.status.phase) || \
              (has(oldSelf.status) && has(oldSelf.status.phase)) || \
              self.status.phase in ['Pending', 'Running', 'Done']"
+        );
+    }
+
+    #[test]
+    fn a_phase_reached_only_by_a_manual_edge_is_not_a_first_phase() {
+        let machine = crate::validate::tests_support::machine(
+            "phases(Pending(initial), Approved(terminal), Rejected(terminal)), \
+             transitions(Pending -> Approved manual, Pending -> Rejected)",
+        );
+        assert_eq!(
+            cel_first_phase_rule(&machine),
+            "!has(self.status) || !has(self.status.phase) || \
+             (has(oldSelf.status) && has(oldSelf.status.phase)) || \
+             self.status.phase in ['Pending', 'Rejected']"
         );
     }
 

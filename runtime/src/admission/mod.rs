@@ -26,6 +26,7 @@
 
 mod configuration;
 mod conversion;
+mod owned;
 mod policy;
 mod review;
 mod rules;
@@ -95,6 +96,33 @@ pub(crate) mod tests_support {
             },
         })
     }
+
+    /// An approval gate: people approve (`Pending -> Approved`, a manual edge out of the
+    /// initial phase) or the engine rejects (`Pending -> Rejected`).
+    pub static GATED: MachineData = MachineData {
+        kind: "Change",
+        phases: &[phase("Pending"), phase("Approved"), phase("Rejected")],
+        conditions: &[],
+        events: &[],
+        edges: &[
+            EdgeData {
+                from: 0,
+                to: 1,
+                trigger: TriggerData::Manual,
+            },
+            edge(0, 2),
+        ],
+        initial: 0,
+        finalizer: None,
+        ready: None,
+        drift: DriftPolicy::Adopt,
+        retired: &[],
+        mermaid: "",
+        dot: "",
+        cel_phase_rule: "",
+        cel_first_phase_rule: "",
+        source: "inline",
+    };
 
     /// Pending -> Running -> Done, Pending -> Failed, and people retry Failed -> Pending (a
     /// manual edge); `Starting` was renamed `Running`.

@@ -292,6 +292,11 @@ impl Policy {
 }
 
 impl OperatorIdentity {
+    /// Whether the policy says who the operator is (a user or a field manager).
+    pub fn named(&self) -> bool {
+        !(self.users.is_empty() && self.field_managers.is_empty())
+    }
+
     /// Whether `requester` is the operator (never, when neither list is given).
     pub fn is(&self, requester: Requester<'_>) -> bool {
         let named =
@@ -317,7 +322,8 @@ impl OperatorIdentity {
 }
 
 impl Requester<'_> {
-    fn describe(&self) -> String {
+    /// `user alice (field manager kubectl-fsm)`, for messages.
+    pub(crate) fn describe(&self) -> String {
         if self.field_manager.is_empty() {
             format!("user {}", self.user)
         } else {

@@ -1,11 +1,13 @@
-//! One `AdmissionReview` in, one out: the machine's rules, then the policy's layer, on the
-//! phase before and after the write. Pure: the server does the I/O.
+//! One `AdmissionReview` in, one out: the machine's rules, the machine's own status fields
+//! (only the operator writes them, when the policy names it: see `owned`), then the policy's
+//! layer, on the phase before and after the write. Pure: the server does the I/O.
 
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use kube::core::{DynamicObject, Status};
 use serde_json::Value;
 
+use super::owned;
 use super::policy::{Policy, PolicyError, Requester, Tier};
 use super::rules::{self, NOT_SUPPORTED, PHASE_FIELD, Violation};
 use crate::model::machine::{MachineData, Phase};
@@ -84,9 +86,30 @@ impl Validator {
                 .and_then(Value::as_str)
                 .unwrap_or(""),
         };
+        if tier.is_none() && self.policy.operator.named() && !self.policy.operator.is(requester) {
+            let changed = owned::changed(
+                self.machine,
+                status_of(request.old_object.as_ref()),
+                status_of(request.object.as_ref()),
+            );
+            if !changed.is_empty() {
+                return Err(Violation::forbidden(format!(
+                    "only the operator writes {} (the {} state machine's own status; a person \
+                     writes status.phase alone); {} may not",
+                    changed.join(", "),
+                    self.machine.kind,
+                    requester.describe()
+                )));
+            }
+        }
         let manual = rules::is_manual(self.machine, old, new);
         self.policy.evaluate(tier, requester, old, new, manual)
     }
+}
+
+/// The `status` of an object, if it has one.
+fn status_of(object: Option<&DynamicObject>) -> Option<&Value> {
+    object.and_then(|o| o.data.get("status"))
 }
 
 /// `status.phase` of an object: absent, or a string (anything else is refused).
@@ -215,6 +238,40 @@ mod tests {
             !allowed(Some("Running"), Some("Failed"), "kube-fsm"),
             "no edge, even for the operator"
         );
+    }
+
+    #[test]
+    fn only_the_operator_writes_the_machines_own_status_fields_when_the_policy_names_it() {
+        let named = Policy {
+            operator: OperatorIdentity {
+                users: Vec::new(),
+                field_managers: vec!["kube-fsm".into()],
+                trust_field_managers: true,
+            },
+            ..Policy::default()
+        };
+        let paused_forever = |manager: &str| {
+            let mut review = status_update(Some("Running"), Some("Running"), manager);
+            review["request"]["object"]["status"]["pausedSeconds"] = 3_000_000_000u64.into();
+            serde_json::from_value::<AdmissionReview<DynamicObject>>(review).unwrap()
+        };
+        let answer = |validator: &Validator, manager: &str| {
+            validator
+                .review(None, paused_forever(manager))
+                .response
+                .unwrap()
+        };
+        let refused = answer(&validator(named.clone()), "kubectl");
+        assert!(!refused.allowed);
+        assert_eq!(
+            refused.result.message,
+            "only the operator writes status.pausedSeconds (the Job state machine's own status; \
+             a person writes status.phase alone); user alice (field manager kubectl) may not"
+        );
+        assert!(answer(&validator(named), "kube-fsm").allowed);
+        // Without a named operator nobody can be told from it: the engine's own checks hold
+        // (a paused time beyond the time in the phase does not count).
+        assert!(answer(&validator(Policy::default()), "kubectl").allowed);
     }
 
     #[test]

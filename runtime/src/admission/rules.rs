@@ -37,7 +37,8 @@ impl Violation {
 /// removed); otherwise the rules are the CEL rules of [`crate::crd()`]:
 /// - once set, the phase is never removed;
 /// - the written phase is declared;
-/// - the first phase is the initial phase or one of its direct successors;
+/// - the first phase is the initial phase or one of its direct successors by an edge the
+///   engine takes (not a manual one);
 /// - a declared phase moves only along an edge, a retired name only to the phase it maps to,
 ///   and any other undeclared value may be left for any declared phase.
 ///
@@ -62,11 +63,12 @@ pub fn check(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> Res
         });
     };
     let Some(old) = old else {
+        // Never a phase reached only by a manual edge: that needs a person's move out of a
+        // stored initial phase, which `manualBy` then judges.
         let first = to == machine.initial
-            || machine
-                .edges
-                .iter()
-                .any(|e| e.from == machine.initial && e.to == to);
+            || machine.edges.iter().any(|e| {
+                e.from == machine.initial && e.to == to && !matches!(e.trigger, TriggerData::Manual)
+            });
         return if first {
             Ok(())
         } else {
@@ -130,7 +132,7 @@ fn unsupported(machine: &MachineData, value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::tests_support::MACHINE;
+    use crate::admission::tests_support::{GATED, MACHINE};
 
     fn reason(old: Option<&str>, new: Option<&str>) -> Option<&'static str> {
         check(&MACHINE, old, new).err().map(|v| v.reason)
@@ -166,6 +168,21 @@ mod tests {
             err.message,
             "the first phase must be Pending or one of its successors (Running, Failed), not Done"
         );
+    }
+
+    #[test]
+    fn a_phase_reached_only_by_a_manual_edge_is_never_a_first_phase() {
+        // Created (paused, say) and given `Approved` before the engine stored `Pending`: no
+        // approver took the gate. Whoever writes it, the first phase is one the engine takes.
+        let err = check(&GATED, None, Some("Approved")).unwrap_err();
+        assert_eq!(err.reason, FORBIDDEN);
+        assert_eq!(
+            err.message,
+            "the first phase must be Pending or one of its successors (Rejected), not Approved"
+        );
+        assert_eq!(check(&GATED, None, Some("Rejected")), Ok(()));
+        assert_eq!(check(&GATED, Some("Pending"), Some("Approved")), Ok(()));
+        assert!(is_manual(&GATED, Some("Pending"), Some("Approved")));
     }
 
     #[test]

@@ -42,7 +42,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use crate::model::description::{Description, MACHINE_ANNOTATION};
-use crate::model::machine::MachineData;
+use crate::model::machine::{MachineData, TriggerData};
 use crate::model::state_machine::StateMachine;
 
 /// The `reason` of the phase rules' failures.
@@ -135,13 +135,15 @@ fn add_status_rules(root: &mut JSONSchemaProps, machine: &MachineData) {
 }
 
 /// `Pending or one of its successors (Provisioning, Failed)`: what the first phase written may
-/// be, as the CEL rule's message and the admission webhook's say it.
+/// be (a successor by an edge the engine takes: never one reached only by a manual edge), as
+/// the CEL rule's message and the admission webhook's say it.
 pub(crate) fn first_phases(machine: &MachineData) -> String {
     let initial = machine.phases[machine.initial].name;
     let successors: Vec<&str> = machine
         .edges
         .iter()
         .filter(|e| e.from == machine.initial && e.to != machine.initial)
+        .filter(|e| !matches!(e.trigger, TriggerData::Manual))
         .map(|e| machine.phases[e.to].name)
         .fold(Vec::new(), |mut names, name| {
             if !names.contains(&name) {

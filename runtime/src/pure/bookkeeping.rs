@@ -23,7 +23,8 @@ pub fn kept<P: Phase>(
     stall: Option<Stall>,
     now: Timestamp,
 ) -> Option<MachineStatus<P>> {
-    let mut status = stored.cloned().unwrap_or_default();
+    let before = stored.cloned().unwrap_or_default();
+    let mut status = before.clone();
     let generation = meta.generation;
     if pause::requested(meta).is_none() && pause::paused_since(&status.conditions).is_some() {
         let position = Position::of(stored, now);
@@ -41,7 +42,7 @@ pub fn kept<P: Phase>(
         readiness::maintain(&mut status.conditions, phase, Some(stall), generation, now);
         status.observed_generation = generation.or(status.observed_generation);
     }
-    (Some(&status) != stored).then_some(status)
+    (status != before).then_some(status)
 }
 
 #[cfg(test)]
@@ -117,6 +118,11 @@ mod tests {
         assert!(
             kept::<DatabasePhase>(None, &asked, None, at(0)).is_some(),
             "no status yet"
+        );
+        assert_eq!(
+            kept::<DatabasePhase>(None, &meta(1, &[]), None, at(0)),
+            None,
+            "nothing to keep: a failed step writes nothing"
         );
     }
 

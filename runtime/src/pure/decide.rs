@@ -36,20 +36,29 @@ pub struct Position<P> {
 impl<P: Phase> Position<P> {
     /// Reads the position from a status at `now`. A new object starts in the initial phase; a
     /// stored phase the spec does not declare also restarts there (and is reported as drift).
+    ///
+    /// The clock's fields are anyone's to write who may write the status, so they are trusted
+    /// only as far as they can be: an entry time in the future counts as now, and the time
+    /// paused never exceeds the time in the phase (a huge `pausedSeconds`, or a `Paused`
+    /// condition dated in the past, cannot push a timeout out forever).
     pub fn of(status: Option<&MachineStatus<P>>, now: Timestamp) -> Self {
         let stored = status.and_then(|s| s.phase.clone());
-        let entered_at = status.and_then(MachineStatus::entered_at);
+        let entered_at = status
+            .and_then(MachineStatus::entered_at)
+            .map(|at| at.min(now));
         let initial = P::initial();
         match &stored {
             Some(PhaseValue::Known(phase)) => Position {
                 phase: *phase,
                 stored,
                 entered_at,
-                paused: status
-                    .filter(|_| entered_at.is_some())
-                    .map_or(Duration::ZERO, |s| {
+                paused: match (status, entered_at) {
+                    (Some(s), Some(entered)) => {
                         pause::paused_for(s.paused_seconds, &s.conditions, now)
-                    }),
+                            .min(elapsed(entered, now))
+                    }
+                    _ => Duration::ZERO,
+                },
             },
             _ => Position {
                 phase: initial,

@@ -3,6 +3,9 @@
 //! refuses the same move by the operator's identity, a move that is no edge at all, and, under
 //! a `manualBy` policy, a person outside the group named. The engine announces the person's move
 //! (a `ManualTransition` Event naming the field manager that wrote it) and takes it as legal.
+//! A phase reached only by a manual edge out of the initial phase (an approval gate) is no
+//! object's first phase, for anyone: a tenant cannot walk around `manualBy` by writing it
+//! before the engine stores the initial phase (the object created paused).
 
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -215,6 +218,143 @@ async fn a_failed_database_is_retried_by_a_person_and_only_by_the_people_the_pol
         ),
         "{metrics}"
     );
+    operator.stop().await;
+    registration.remove().await;
+}
+
+/// Changes stay Pending until a person approves them.
+#[derive(Clone, Copy, Debug)]
+struct Gate;
+
+impl ChangeHandler for Gate {
+    type Error = std::convert::Infallible;
+
+    async fn on_pending(
+        &self,
+        _: &Change,
+        _: &mut Step<Change>,
+    ) -> Result<ChangePendingNext, Self::Error> {
+        Ok(Next::Stay)
+    }
+}
+
+/// `status.phase` of a Change set to `phase` (by field manager `kubectl-fsm`).
+async fn approve(api: &Api<Change>, name: &str, phase: &str) -> Result<Change, kube::Error> {
+    let params = PatchParams {
+        field_manager: Some("kubectl-fsm".to_owned()),
+        ..PatchParams::default()
+    };
+    let patch = Patch::Merge(json!({ "status": { "phase": phase } }));
+    api.patch_status(name, &params, &patch).await
+}
+
+fn refused_change(result: Result<Change, kube::Error>) -> String {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 422 => status.message,
+        other => panic!("expected the webhook's refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_gate_only_people_open_is_no_first_phase_and_only_approvers_open_it() {
+    let Some(admin) = client("manual::gate").await else {
+        return;
+    };
+    install_crds(&admin).await;
+    let ns = admission::namespace(&admin, "manual-gate", &[]).await;
+    let mut policy = sre_policy();
+    policy.platform = vec![Rule::ManualBy(People {
+        users: Vec::new(),
+        groups: vec!["approvers".to_owned()],
+    })];
+    let probe = Change::new(PROBE, ChangeSpec {});
+    let registration = admission::serve(&admin, &ns, probe, policy, FailurePolicy::Fail).await;
+    let operator = Running::spawn(in_namespace::<Change, _>(&admin, &ns, Gate));
+    let tenant = client_as("tenant", &["system:masters"]).await;
+    let as_tenant: Api<Change> = Api::namespaced(tenant, &ns);
+    let approver = client_as("ana", &["approvers", "system:masters"]).await;
+    let as_approver: Api<Change> = Api::namespaced(approver, &ns);
+
+    // Created paused: the engine writes only its Paused condition, no phase.
+    let mut change = Change::new("c", ChangeSpec {});
+    change.metadata.annotations = Some(
+        [("kube-fsm.dev/paused".to_owned(), "true".to_owned())]
+            .into_iter()
+            .collect(),
+    );
+    as_tenant
+        .create(&PostParams::default(), &change)
+        .await
+        .expect("create");
+    let api: Api<Change> = Api::namespaced(admin.clone(), &ns);
+    eventually(Duration::from_secs(20), || async {
+        let c = api.get("c").await.ok()?;
+        c.status
+            .as_ref()
+            .and_then(|s| s.machine.condition("Paused"))
+            .map(|_| ())
+    })
+    .await
+    .expect("paused");
+
+    // Approved as its first phase: refused to the tenant, and to an approver too (the gate is
+    // taken out of a stored Pending, which the engine writes).
+    for (who, api) in [("tenant", &as_tenant), ("approver", &as_approver)] {
+        let message = refused_change(approve(api, "c", "Approved").await);
+        assert!(
+            message.contains(
+                "the first phase must be Pending or one of its successors (Rejected), not Approved"
+            ),
+            "{who}: {message}"
+        );
+    }
+
+    // Nor does anyone but the operator write the machine's own status fields: a paused time
+    // that would hold a timeout off forever, a condition the engine keeps.
+    let params = PatchParams {
+        field_manager: Some("kubectl-fsm".to_owned()),
+        ..PatchParams::default()
+    };
+    for (field, patch) in [
+        (
+            "status.pausedSeconds",
+            json!({ "status": { "pausedSeconds": 3_000_000_000u64 } }),
+        ),
+        (
+            "status.conditions[Stalled]",
+            json!({ "status": { "conditions": [{
+                "type": "Stalled", "status": "True", "reason": "Forged", "message": "",
+                "lastTransitionTime": "2026-12-03T10:00:00Z",
+            }] } }),
+        ),
+    ] {
+        let message = refused_change(
+            as_approver
+                .patch_status("c", &params, &Patch::Merge(&patch))
+                .await,
+        );
+        assert!(
+            message.contains("only the operator writes") && message.contains(field),
+            "{message}"
+        );
+    }
+
+    // Resumed, the engine stores Pending; then only an approver opens the gate.
+    let resume =
+        Patch::Merge(json!({ "metadata": { "annotations": { "kube-fsm.dev/paused": null } } }));
+    api.patch("c", &PatchParams::default(), &resume)
+        .await
+        .expect("resume");
+    wait_phase(&api, "c", "Pending").await;
+    let message = refused_change(approve(&as_tenant, "c", "Approved").await);
+    assert!(
+        message.contains("only group approvers may take the manual transition Pending -> Approved"),
+        "{message}"
+    );
+    approve(&as_approver, "c", "Approved")
+        .await
+        .expect("an approver opens the gate");
+    wait_phase(&api, "c", "Approved").await;
     operator.stop().await;
     registration.remove().await;
 }

@@ -609,3 +609,37 @@ async fn resumed_with_a_failing_handler_the_timeout_still_fires_on_time() {
     );
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_clock_pushed_into_the_future_by_hand_does_not_hold_the_timeout_off() {
+    let _one_at_a_time = SLEEPERS.lock().await;
+    let Some((client, ns)) = cluster::prepare("pause::forged_clock", "fsm-forged-clock").await
+    else {
+        return;
+    };
+    let (api, _, operator) = start(&client, &ns);
+    api.create(
+        &PostParams::default(),
+        &Sleeper::new("s", SleeperSpec::default()),
+    )
+    .await
+    .expect("create");
+    wait_phase(&api, "s", "Waiting").await;
+    // Whoever may write the status (no webhook here) dates the entry into Waiting next century
+    // and claims it was paused for a hundred years: neither is trusted beyond now.
+    cluster::hand_edit(
+        &api,
+        "s",
+        json!({ "lastPhaseTransitionTime": "2099-01-01T00:00:00Z", "pausedSeconds": 3_000_000_000u64 }),
+    )
+    .await;
+    let edited = Instant::now();
+    wait_phase(&api, "s", "Expired").await;
+    // The 3 s timeout from the edit at the latest, a second after the deadline, 3 s of slack.
+    assert!(
+        edited.elapsed() <= Duration::from_secs(7),
+        "expired {:?} after the edit",
+        edited.elapsed()
+    );
+    operator.stop().await;
+}

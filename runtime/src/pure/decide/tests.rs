@@ -272,7 +272,7 @@ fn unchanged_steps_write_nothing_and_keep_the_entry_time() {
         10,
         conditions(&[("PodsReady", Some(true))]),
     );
-    let position = Position::of(Some(&stored), at(0));
+    let position = Position::of(Some(&stored), at(500));
     assert_eq!(
         (position.phase, position.entered_at),
         (DatabasePhase::Running, Some(at(10)))
@@ -476,4 +476,33 @@ fn the_wait_for_a_timeout_counts_from_the_clock_and_ends_when_it_is_due() {
         ..position(Some(0), 0)
     };
     assert_eq!(decide::until_timeout(&running, at(0)), None, "no timeout");
+}
+
+#[test]
+fn a_clock_written_by_anyone_is_trusted_only_as_far_as_it_can_be() {
+    // Entered "tomorrow", paused for a century: the timeout is not pushed out forever.
+    let mut stored = status(DatabasePhase::Provisioning, 86_400, Vec::new());
+    stored.paused_seconds = Some(3_000_000_000);
+    let now = at(0);
+    let position = Position::of(Some(&stored), now);
+    assert_eq!(
+        position.entered_at,
+        Some(now),
+        "a future entry time counts as now"
+    );
+    assert_eq!(
+        position.paused,
+        Duration::ZERO,
+        "no time in phase, no time paused"
+    );
+    // In the phase 100 s, "paused" for 10 000 s: at most the 100 s count.
+    let mut stored = status(DatabasePhase::Provisioning, 0, Vec::new());
+    stored.paused_seconds = Some(10_000);
+    let position = Position::of(Some(&stored), at(100));
+    assert_eq!(position.paused, Duration::from_secs(100));
+    assert_eq!(
+        decide::timeout_due(DatabasePhase::Provisioning, position.clock(), at(700)),
+        Some((DatabasePhase::Failed, "ProvisioningTimedOut")),
+        "due 600 s after the clock, which started at the latest now"
+    );
 }
