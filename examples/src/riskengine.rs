@@ -107,6 +107,9 @@ pub enum HandlerError {
     /// A condition was rejected (a bug: reasons are constants).
     #[error(transparent)]
     Condition(#[from] ConditionError),
+    /// The operating system's random generator could not make credentials.
+    #[error("cannot make credentials: {0}")]
+    Random(#[from] getrandom::Error),
 }
 
 /// The handlers: where the platform keeps its allow-list. They hold no client: every request
@@ -231,7 +234,7 @@ impl Handlers {
     ) -> Result<(), HandlerError> {
         step.apply(rendered_config(engine)).await?;
         if step.child::<Secret>(&credentials_name(engine))?.is_none() {
-            step.apply(credentials(engine)).await?;
+            step.apply(credentials(engine)?).await?;
         }
         let name = config_name(engine);
         step.set_condition(
@@ -292,20 +295,28 @@ fn labels(engine: &RiskEngine) -> BTreeMap<String, String> {
     ])
 }
 
-/// The rendered config: the engine's settings as one YAML document.
+/// The engine's settings, as its config file holds them.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Settings<'a> {
+    version: &'a str,
+    tenant: String,
+    evaluation_timeout_seconds: u32,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    parameters: &'a BTreeMap<String, String>,
+}
+
+/// The rendered config: the engine's settings as one YAML document, serialised (never
+/// templated: a tenant's parameters are data, whatever characters they hold).
 fn rendered_config(engine: &RiskEngine) -> ConfigMap {
-    let mut config = format!(
-        "version: \"{}\"\ntenant: {}\nevaluationTimeoutSeconds: {}\n",
-        engine.spec.version,
-        engine.namespace().unwrap_or_default(),
-        engine.spec.timeout_seconds
-    );
-    if !engine.spec.parameters.is_empty() {
-        config.push_str("parameters:\n");
-        for (key, value) in &engine.spec.parameters {
-            config.push_str(&format!("  {key}: \"{value}\"\n"));
-        }
-    }
+    let settings = Settings {
+        version: &engine.spec.version,
+        tenant: engine.namespace().unwrap_or_default(),
+        evaluation_timeout_seconds: engine.spec.timeout_seconds,
+        parameters: &engine.spec.parameters,
+    };
+    // Strings and a map of strings always serialise.
+    let config = serde_saphyr::to_string(&settings).unwrap_or_default();
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(config_name(engine)),
@@ -317,12 +328,12 @@ fn rendered_config(engine: &RiskEngine) -> ConfigMap {
     }
 }
 
-/// Fresh credentials: a random token.
-fn credentials(engine: &RiskEngine) -> Secret {
-    let token: String = std::iter::repeat_with(fastrand::alphanumeric)
-        .take(32)
-        .collect();
-    Secret {
+/// Fresh credentials: a token of 32 bytes from the operating system's CSPRNG, as hex.
+fn credentials(engine: &RiskEngine) -> Result<Secret, getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(Secret {
         metadata: ObjectMeta {
             name: Some(credentials_name(engine)),
             labels: Some(labels(engine)),
@@ -333,7 +344,7 @@ fn credentials(engine: &RiskEngine) -> Secret {
             ByteString(token.into_bytes()),
         )])),
         ..Secret::default()
-    }
+    })
 }
 
 impl RiskEngineHandler for Handlers {
@@ -466,6 +477,35 @@ mod tests {
 
     fn handlers() -> Handlers {
         Handlers::new(PLATFORM)
+    }
+
+    #[test]
+    fn a_tenants_parameters_are_data_in_the_config_never_yaml_of_their_own() {
+        let mut engine = engine("1.2.0");
+        engine.spec.parameters = BTreeMap::from([
+            ("limit".to_owned(), "7\"\ntenant: other".to_owned()),
+            ("x: y\ntenant".to_owned(), "z".to_owned()),
+        ]);
+        let config = rendered_config(&engine);
+        let text = &config.data.as_ref().expect("data")["config.yaml"];
+        let read: serde_json::Value = serde_saphyr::from_str(text).expect("one YAML document");
+        assert_eq!(read["tenant"], "tenant-a", "{text}");
+        assert_eq!(read["parameters"]["limit"], "7\"\ntenant: other", "{text}");
+        assert_eq!(read["parameters"]["x: y\ntenant"], "z", "{text}");
+        assert_eq!(read["evaluationTimeoutSeconds"], 60);
+    }
+
+    #[test]
+    fn credentials_are_32_random_bytes_and_differ_each_time() {
+        let engine = engine("1.2.0");
+        let token = |secret: Result<Secret, _>| {
+            secret.expect("random").data.expect("data")["token"]
+                .0
+                .clone()
+        };
+        let (a, b) = (token(credentials(&engine)), token(credentials(&engine)));
+        assert_eq!(a.len(), 64, "32 bytes, hex");
+        assert_ne!(a, b);
     }
 
     #[tokio::test]

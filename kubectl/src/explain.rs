@@ -165,6 +165,22 @@ fn round(t: Timestamp) -> String {
         .to_string()
 }
 
+/// `text` safe to print to a terminal: control characters (an escape sequence that would
+/// recolour or rewrite the screen, a carriage return, a newline inside a message) are shown
+/// escaped. Condition messages, Event notes and descriptions are anyone's to write.
+fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let shown: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            shown
+        })
+        .collect()
+}
+
 /// The explanation of `object` (a `kind` object) at `now`, with `history` from its Events.
 pub fn explain(
     machine: &Description,
@@ -181,11 +197,11 @@ pub fn explain(
                 c["reason"].as_str().unwrap_or_default(),
                 c["message"].as_str().unwrap_or_default(),
             );
-            if message.is_empty() {
+            printable(&if message.is_empty() {
                 format!("{status} ({reason})")
             } else {
                 format!("{status} ({reason}): {message}")
-            }
+            })
         })
     };
     let ways_out = phase
@@ -208,21 +224,21 @@ pub fn explain(
         })
         .collect();
     Explanation {
-        object: format!("{}/{}", machine.kind, object.name()),
-        namespace: object.namespace().to_owned(),
+        object: printable(&format!("{}/{}", machine.kind, object.name())),
+        namespace: printable(object.namespace()),
         description: spec_phase
-            .map(|p| p.description.clone())
+            .map(|p| printable(&p.description))
             .unwrap_or_default(),
         terminal: spec_phase.is_some_and(|p| p.terminal),
         entered: object.entered().map(round),
         for_: object.entered().map(|e| human(now.duration_since(e))),
-        phase,
+        phase: phase.as_deref().map(printable),
         ways_out,
-        paused: object.paused().map(str::to_owned),
+        paused: object.paused().map(printable),
         stalled: condition_text(STALLED).filter(|s| s.starts_with("True")),
         ready: condition_text(READY),
         waiting_for,
-        history,
+        history: history.iter().map(|line| printable(line)).collect(),
     }
 }
 

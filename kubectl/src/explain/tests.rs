@@ -110,3 +110,28 @@ fn every_phase_of_the_database_is_explained_as_the_snapshots_say() {
     paused["status"]["pausedSeconds"] = json!(1800);
     check("provisioning-paused", &paused, vec![]);
 }
+
+#[test]
+fn what_anyone_wrote_is_printed_escaped_never_as_terminal_control() {
+    let mut stalled = database(
+        "Failed",
+        "2026-12-02T08:00:00Z",
+        &[("Stalled", "True")],
+        json!({ "kube-fsm.dev/paused": "INC\u{1b}]0;owned\u{7}" }),
+    );
+    stalled["status"]["conditions"][0]["message"] = json!("disk full\u{1b}[2J\rall good\nreally");
+    let machine = Description::of(DatabasePhase::MACHINE);
+    let now: Timestamp = NOW.parse().unwrap();
+    let history = vec!["2026-12-02T08:00:00Z  Fail  Provisioning → Failed\u{1b}[31m".to_owned()];
+    let text = explain(&machine, &Stored(&stalled), history, now).to_string();
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "control characters printed raw:\n{text:?}"
+    );
+    assert!(
+        text.contains(r"disk full\u{1b}[2J\rall good\nreally"),
+        "{text}"
+    );
+    assert!(text.contains(r"Failed\u{1b}[31m"), "{text}");
+    assert!(text.contains(r"INC\u{1b}]0;owned\u{7}"), "{text}");
+}

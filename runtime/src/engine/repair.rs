@@ -117,10 +117,14 @@ where
                 None
             }
         };
+        // A field manager is the client's own word, kept in managedFields (which anyone who
+        // may write the object can rewrite): the Event says so. Who it was for certain is in
+        // the API server's audit log, or the webhook's `manualBy` decided it.
         let by = writer.map_or_else(|| "someone".to_owned(), |w| format!("field manager {w}"));
         let note = format!(
             "{from} → {to} by {by}: a manual transition of the spec, which only people take; \
-             {to} starts now"
+             {to} starts now (the writer as the object's managedFields name it; the audit log \
+             has the authenticated user)"
         );
         tracing::info!(object = %object.name_any(), state.from = from.name(), state.to = to.name(), %by, "manual transition");
         self.metrics

@@ -174,7 +174,7 @@ where
         now,
     );
     if let Some(requested) = pause::reconcile_requested(object.meta()) {
-        machine.last_handled_reconcile_at = Some(requested.to_owned());
+        machine.last_handled_reconcile_at = Some(requested);
     }
     // The phase's clock, for the requeue: entered, later by the time paused in it.
     let entered = Position::of(Some(&*machine), now).clock().unwrap_or(now);

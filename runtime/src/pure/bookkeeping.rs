@@ -35,7 +35,7 @@ pub fn kept<P: Phase>(
         pause::resume(&mut status.conditions, generation, now);
     }
     if let Some(requested) = pause::reconcile_requested(meta) {
-        status.last_handled_reconcile_at = Some(requested.to_owned());
+        status.last_handled_reconcile_at = Some(requested);
     }
     if let Some(stall) = stall {
         let phase = status.phase();

@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 
 use crate::model::conditions;
+use crate::pure::message;
 
 /// The annotation that pauses an object: any value but `"false"` (the value is the reason
 /// shown; `"true"` says only that it is paused).
@@ -45,9 +46,15 @@ pub fn skips_cleanup(meta: &ObjectMeta) -> bool {
     annotation(meta, SKIP_CLEANUP_ANNOTATION).is_some_and(|v| v.trim() == "true")
 }
 
-/// The value of the reconcile-now annotation, if any.
-pub fn reconcile_requested(meta: &ObjectMeta) -> Option<&str> {
+/// The most of a reconcile request's value the status records (`lastHandledReconcileAt`):
+/// a timestamp or a counter needs far less, and an annotation may hold 256 KiB.
+pub const RECORDED_REQUEST: usize = 256;
+
+/// The value of the reconcile-now annotation, if any, as the status records it (cut to
+/// [`RECORDED_REQUEST`] bytes).
+pub fn reconcile_requested(meta: &ObjectMeta) -> Option<String> {
     annotation(meta, RECONCILE_ANNOTATION)
+        .map(|value| message::bounded(value.to_owned(), RECORDED_REQUEST))
 }
 
 /// Since when the stored conditions say the object is paused.
@@ -143,8 +150,16 @@ mod tests {
         assert!(skips_cleanup(&meta(&[(SKIP_CLEANUP_ANNOTATION, "true")])));
         assert!(!skips_cleanup(&meta(&[(SKIP_CLEANUP_ANNOTATION, "yes")])));
         assert_eq!(
-            reconcile_requested(&meta(&[(RECONCILE_ANNOTATION, "2026-12-02T10:00:00Z")])),
+            reconcile_requested(&meta(&[(RECONCILE_ANNOTATION, "2026-12-02T10:00:00Z")]))
+                .as_deref(),
             Some("2026-12-02T10:00:00Z")
+        );
+        let huge = "9".repeat(200_000);
+        let recorded = reconcile_requested(&meta(&[(RECONCILE_ANNOTATION, &huge)])).unwrap();
+        assert_eq!(
+            recorded.len(),
+            RECORDED_REQUEST,
+            "bounded, and the same each time"
         );
     }
 
