@@ -65,7 +65,11 @@ pub struct WebhookOptions {
     pub timeout_seconds: i32,
     /// Only objects in these namespaces (all tiers' selectors are narrowed by it too).
     pub namespace_selector: Option<LabelSelector>,
-    /// Only objects with these labels.
+    /// Only objects with these labels — used only while the policy has no rules and names no
+    /// operator (whose status fields it then guards): labels are
+    /// edited through the resource itself, which no webhook reviews, so anyone who may label
+    /// an object could take it out of the policy's reach (the machine's own rules are also the
+    /// CRD's CEL rules).
     pub object_selector: Option<LabelSelector>,
 }
 
@@ -133,6 +137,22 @@ pub fn validating_webhook_configuration_for(
     .flatten()
     .collect();
     let suffix = format!("{plural}.{}", spec.group);
+    // Labels are edited through the resource itself, which no webhook reviews: with policy
+    // rules, or the operator's own status fields guarded (a named operator), an object
+    // selector would let anyone who may label an object walk around them.
+    let guarded = policy.operator.named()
+        || !policy.platform.is_empty()
+        || policy.tiers.iter().any(|t| !t.rules.is_empty());
+    let object_selector = if guarded {
+        None
+    } else {
+        options.object_selector.clone()
+    };
+    if guarded && options.object_selector.is_some() {
+        tracing::warn!(
+            "the webhook's objectSelector is not used: removing the label would skip the policy"
+        );
+    }
     let webhook =
         |name: String, path: String, namespaces: Option<LabelSelector>| ValidatingWebhook {
             name,
@@ -143,7 +163,7 @@ pub fn validating_webhook_configuration_for(
             side_effects: "None".to_owned(),
             admission_review_versions: vec!["v1".to_owned()],
             namespace_selector: namespaces,
-            object_selector: options.object_selector.clone(),
+            object_selector: object_selector.clone(),
             ..ValidatingWebhook::default()
         };
     let mut webhooks = vec![webhook(
@@ -294,6 +314,35 @@ mod tests {
         assert_eq!(rules[0].resources.as_deref().unwrap(), ["tasks/status"]);
         assert_eq!(rules[0].operations.as_deref().unwrap(), ["UPDATE"]);
         assert_eq!(rules[0].api_versions.as_deref().unwrap(), ["v1"]);
+    }
+
+    #[test]
+    fn an_object_selector_never_narrows_a_policy_a_label_edit_would_walk_around() {
+        let mut options = WebhookOptions::new(Endpoint::Url("https://127.0.0.1:9443/".into()));
+        options.object_selector = Some(LabelSelector {
+            match_labels: Some([("team".to_owned(), "db".to_owned())].into()),
+            ..LabelSelector::default()
+        });
+        // Without policy rules: only the machine's rules, which CEL also enforces.
+        let plain = validating_webhook_configuration::<Task>(&options, &Policy::default());
+        assert!(plain.webhooks.unwrap()[0].object_selector.is_some());
+        // With rules, removing the label (a write no webhook reviews) would skip them.
+        let policy = Policy {
+            operator: crate::admission::OperatorIdentity {
+                users: vec!["system:serviceaccount:ops:operator".into()],
+                ..Default::default()
+            },
+            platform: vec![Rule::OnlyOperatorMovesPhase],
+            tiers: vec![Tier {
+                name: "restricted".into(),
+                namespace_selector: LabelSelector::default(),
+                rules: vec![Rule::OnlyOperatorMovesPhase],
+            }],
+        };
+        let guarded = validating_webhook_configuration::<Task>(&options, &policy);
+        for webhook in guarded.webhooks.unwrap() {
+            assert_eq!(webhook.object_selector, None, "{}", webhook.name);
+        }
     }
 
     #[test]
