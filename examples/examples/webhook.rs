@@ -97,13 +97,18 @@ async fn run(
     let started = webhook::start(&client, &options, &mut registry).await?;
     let registered = started.registered.as_deref().unwrap_or("(no)");
     tracing::info!(addr = %started.addr, registered, "serving the admission webhook");
-    // It registers itself: its RBAC (`Operator::rbac`) includes that.
-    let operator = database::operator(client, Handlers::new(), namespace.as_deref())
-        .needs::<ValidatingWebhookConfiguration>(
-            &[Verb::Create, Verb::Patch],
+    // When it registers itself (opt-in, `--register`), its RBAC (`Operator::rbac`) includes
+    // that, narrowed to its own registration: `get` and `patch` by name (RBAC cannot narrow
+    // `create`). Deployed with manifests that register it, it needs none of this.
+    let mut operator = database::operator(client, Handlers::new(), namespace.as_deref());
+    if let Some(name) = &started.registered {
+        operator = operator.needs_named::<ValidatingWebhookConfiguration>(
+            &[Verb::Create, Verb::Get, Verb::Patch],
+            &[name.as_str()],
             "registers its webhook",
-        )
-        .metrics(&metrics);
+        );
+    }
+    let operator = operator.metrics(&metrics);
     let health = Some(started.health);
     let (_, _server) = serve::Endpoints::new(registry, operator.health())
         .webhook(health)

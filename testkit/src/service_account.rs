@@ -153,7 +153,8 @@ pub async fn grant(admin: &Client, objects: &RbacObjects, account: &Client) {
     }
 }
 
-/// Whether the requester may use `rule`'s first verb on its first resource in `namespace`.
+/// Whether the requester may use `rule`'s first verb on its first resource (and first name,
+/// if it names objects) in `namespace`.
 fn review(namespace: Option<String>, rule: &PolicyRule) -> SelfSubjectAccessReview {
     let resource = rule
         .resources
@@ -173,6 +174,8 @@ fn review(namespace: Option<String>, rule: &PolicyRule) -> SelfSubjectAccessRevi
                 group: rule.api_groups.as_ref().and_then(|g| g.first()).cloned(),
                 resource: Some(resource),
                 subresource,
+                // A rule for named objects is asked about one of them.
+                name: rule.resource_names.as_ref().and_then(|n| n.first()).cloned(),
                 ..ResourceAttributes::default()
             }),
             ..SelfSubjectAccessReviewSpec::default()

@@ -62,6 +62,11 @@ impl LeaderElection {
         &self.namespace
     }
 
+    /// The Lease's name.
+    pub(crate) fn lease(&self) -> &str {
+        &self.lease
+    }
+
     /// This replica's name in the Lease (unique among the replicas; a Pod name fits).
     #[must_use]
     pub fn identity(mut self, identity: impl Into<String>) -> Self {

@@ -68,6 +68,8 @@ pub struct Permission {
     pub scope: Scope,
     /// The verbs.
     pub verbs: BTreeSet<Verb>,
+    /// Only the objects of these names (`resourceNames`); empty: every object.
+    pub names: BTreeSet<String>,
     /// Why, one line per need (e.g. `Operator::owns::<ConfigMap>: watched, applied`).
     pub why: Vec<String>,
 }
@@ -78,9 +80,18 @@ impl Permission {
         PolicyRule {
             api_groups: Some(vec![self.group.clone()]),
             resources: Some(vec![self.resource.clone()]),
+            resource_names: (!self.names.is_empty()).then(|| self.names.iter().cloned().collect()),
             verbs: self.verbs.iter().map(|v| v.as_str().to_owned()).collect(),
             ..PolicyRule::default()
         }
+    }
+}
+
+impl Verb {
+    /// Whether RBAC can restrict the verb to named objects: not `create` (the name may come
+    /// from `generateName`), `list` or `watch` (collections).
+    pub fn nameable(self) -> bool {
+        !matches!(self, Verb::Create | Verb::List | Verb::Watch)
     }
 }
 
@@ -118,17 +129,50 @@ impl Rbac {
         verbs: impl IntoIterator<Item = Verb>,
         why: impl Into<String>,
     ) {
+        self.add(group, resource, scope, verbs, BTreeSet::new(), why.into());
+    }
+
+    /// Adds `verbs` on the objects named `names` of `resource`, for `why`: the verbs RBAC can
+    /// restrict by name ([`Verb::nameable`]) only on those, the others on every object.
+    pub fn grant_named(
+        &mut self,
+        group: &str,
+        resource: &str,
+        scope: Scope,
+        verbs: impl IntoIterator<Item = Verb>,
+        names: impl IntoIterator<Item = String>,
+        why: impl Into<String>,
+    ) {
         let why = why.into();
-        let at = self
-            .permissions
-            .iter()
-            .position(|p| p.group == group && p.resource == resource && p.scope == scope);
+        let names: BTreeSet<String> = names.into_iter().collect();
+        let (named, any): (Vec<Verb>, Vec<Verb>) = verbs.into_iter().partition(|v| v.nameable());
+        if !named.is_empty() {
+            self.add(group, resource, scope.clone(), named, names, why.clone());
+        }
+        if !any.is_empty() {
+            self.add(group, resource, scope, any, BTreeSet::new(), why);
+        }
+    }
+
+    fn add(
+        &mut self,
+        group: &str,
+        resource: &str,
+        scope: Scope,
+        verbs: impl IntoIterator<Item = Verb>,
+        names: BTreeSet<String>,
+        why: String,
+    ) {
+        let at = self.permissions.iter().position(|p| {
+            p.group == group && p.resource == resource && p.scope == scope && p.names == names
+        });
         let at = at.unwrap_or_else(|| {
             self.permissions.push(Permission {
                 group: group.to_owned(),
                 resource: resource.to_owned(),
                 scope,
                 verbs: BTreeSet::new(),
+                names,
                 why: Vec::new(),
             });
             self.permissions.len() - 1
@@ -139,7 +183,12 @@ impl Rbac {
             permission.why.push(why);
         }
         self.permissions.sort_by(|a, b| {
-            (&a.scope, &a.group, &a.resource).cmp(&(&b.scope, &b.group, &b.resource))
+            (&a.scope, &a.group, &a.resource, &a.names).cmp(&(
+                &b.scope,
+                &b.group,
+                &b.resource,
+                &b.names,
+            ))
         });
     }
 
@@ -218,6 +267,8 @@ pub(crate) struct KindNeed {
     resource: String,
     cluster_scoped: bool,
     verbs: Vec<Verb>,
+    /// Only these objects, where RBAC can say so (empty: every object).
+    names: Vec<String>,
     why: String,
 }
 
@@ -229,6 +280,7 @@ impl KindNeed {
             resource: R::plural(&()).into_owned(),
             cluster_scoped: R::cluster_scoped(),
             verbs: verbs.to_vec(),
+            names: Vec::new(),
             why,
         }
     }
@@ -291,11 +343,12 @@ where
             "the machine's status writes",
         );
         for need in &self.needs {
-            rbac.grant(
+            rbac.grant_named(
                 &need.group,
                 &need.resource,
                 scope(need.cluster_scoped, namespace),
                 need.verbs.iter().copied(),
+                need.names.iter().cloned(),
                 need.why.clone(),
             );
         }
@@ -310,11 +363,12 @@ where
         }
         match &self.replicas {
             Replicas::One => {}
-            Replicas::LeaderElection(election) => rbac.grant(
+            Replicas::LeaderElection(election) => rbac.grant_named(
                 "coordination.k8s.io",
                 "leases",
                 Scope::Namespace(election.namespace().to_owned()),
                 [Verb::Get, Verb::Create, Verb::Patch],
+                [election.lease().to_owned()],
                 "leader election",
             ),
             Replicas::Sharded(sharding) => rbac.grant(
@@ -350,6 +404,30 @@ where
     pub fn needs<R: Scoped>(mut self, verbs: &[Verb], why: &str) -> Self {
         self.needs
             .push(KindNeed::of::<R>(verbs, format!("Operator::needs: {why}")));
+        self
+    }
+
+    /// [`Operator::needs`] on the objects named `names` only (`resourceNames`), for the verbs
+    /// RBAC can restrict by name; `create`, `list` and `watch` still apply to every object of
+    /// `R`, so leave them out where something else creates the object.
+    ///
+    /// ```no_run
+    /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
+    /// use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    /// use kube_fsm::deploy::Verb;
+    /// // It updates its own webhook registration (the manifests create it), and no other.
+    /// operator.needs_named::<ValidatingWebhookConfiguration>(
+    ///     &[Verb::Get, Verb::Patch],
+    ///     &["databases.example.kube-fsm.dev"],
+    ///     "updates its webhook registration",
+    /// )
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn needs_named<R: Scoped>(mut self, verbs: &[Verb], names: &[&str], why: &str) -> Self {
+        let mut need = KindNeed::of::<R>(verbs, format!("Operator::needs_named: {why}"));
+        need.names = names.iter().map(|&n| n.to_owned()).collect();
+        self.needs.push(need);
         self
     }
 }
@@ -422,8 +500,14 @@ mod tests {
             .iter()
             .map(|p| {
                 let verbs: Vec<&str> = p.verbs.iter().map(|v| v.as_str()).collect();
+                let names: Vec<&str> = p.names.iter().map(String::as_str).collect();
+                let named = if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", names.join(","))
+                };
                 format!(
-                    "{:?} {}/{} {}",
+                    "{:?} {}/{}{named} {}",
                     p.scope,
                     p.group,
                     p.resource,
@@ -450,7 +534,8 @@ mod tests {
         assert_eq!(
             summary(&namespaced),
             [
-                format!("{} coordination.k8s.io/leases get,create,patch", ns("ops")),
+                format!("{} coordination.k8s.io/leases create", ns("ops")),
+                format!("{} coordination.k8s.io/leases [op] get,patch", ns("ops")),
                 format!(
                     "{} /configmaps list,watch,create,patch,delete",
                     ns("team-a")
@@ -463,9 +548,22 @@ mod tests {
                 ),
                 format!("{} fsm.example.com/databases/status patch", ns("team-a")),
             ],
-            "owned and watched ConfigMaps share one rule; the Lease in its own namespace"
+            "owned and watched ConfigMaps share one rule; the Lease in its own namespace, by name"
         );
         let objects = namespaced.objects("op", "op", "ops");
+        let lease_rules = objects
+            .roles
+            .iter()
+            .flat_map(|r| r.rules.iter().flatten())
+            .filter(|r| r.resources.as_deref() == Some(&["leases".to_owned()][..]));
+        let named: Vec<_> = lease_rules
+            .filter_map(|r| r.resource_names.clone())
+            .collect();
+        assert_eq!(
+            named,
+            [vec!["op".to_owned()]],
+            "only its own Lease may be read and renewed"
+        );
         assert!(objects.cluster_roles.is_empty());
         assert_eq!(objects.roles.len(), 2, "team-a and the Lease namespace");
 
