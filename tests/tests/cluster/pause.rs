@@ -193,8 +193,18 @@ async fn a_paused_object_is_left_alone_past_its_timeout_and_resumes_with_the_pau
             "paused by the kube-fsm.dev/paused annotation: INC-42: disk full".into()
         ))
     );
+    // A reconcile asked for while paused is not one: nothing runs, nothing is recorded.
+    let asked = api
+        .patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": {
+                "kube-fsm.dev/reconcile-requested-at": "while-paused" } } })),
+        )
+        .await
+        .expect("ask for a reconcile");
     let (version, writes, calls) = (
-        paused.resource_version(),
+        asked.resource_version(),
         status_writes(&client).await,
         handlers.calls.load(Ordering::SeqCst),
     );
@@ -204,6 +214,11 @@ async fn a_paused_object_is_left_alone_past_its_timeout_and_resumes_with_the_pau
     let held = api.get("s").await.expect("get");
     assert_eq!(cluster::phase_of(&held).as_deref(), Some("Waiting"));
     assert_eq!(held.resource_version(), version, "no write while paused");
+    assert_eq!(
+        last_handled(&held),
+        None,
+        "a reconcile request is not handled while paused"
+    );
     assert_eq!(status_writes(&client).await, writes, "no status PATCH");
     assert_eq!(handlers.calls.load(Ordering::SeqCst), calls, "no step");
     assert_eq!(cluster::events(&client, &ns, "Paused").await.len(), 1);
