@@ -34,9 +34,19 @@ async fn reasons_under(policy: RecordedEvents, test: &str, prefix: &str) -> Opti
     })
     .await
     .expect("the drift is seen");
-    // Events are published before the reconcile ends; give a late one a moment anyway.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let events = cluster::all_events(&client, &ns).await;
+    let events = if policy == RecordedEvents::Off {
+        // Nothing may come: a moment for a late Event that should not exist.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cluster::all_events(&client, &ns).await
+    } else {
+        // The drift's Event, waited for (the transitions' came before it, if at all).
+        eventually(Duration::from_secs(10), || async {
+            let events = cluster::all_events(&client, &ns).await;
+            events.iter().any(|r| r == "PhaseDrift").then_some(events)
+        })
+        .await
+        .expect("the drift's Event")
+    };
     operator.stop().await;
     Some(events)
 }
