@@ -53,10 +53,10 @@ pub fn read_policy(path: &std::path::Path) -> Result<Policy, BoxError> {
     serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()).into())
 }
 
-/// A started webhook: its health for `/healthz`, and its address.
+/// A started webhook: its health for `/healthz` and `/readyz`, and its address.
 #[derive(Debug)]
 pub struct Started {
-    /// For `/healthz`.
+    /// For `/healthz` (live) and `/readyz` (ready).
     pub health: WebhookHealth,
     /// The bound address.
     pub addr: SocketAddr,

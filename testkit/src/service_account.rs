@@ -175,7 +175,11 @@ fn review(namespace: Option<String>, rule: &PolicyRule) -> SelfSubjectAccessRevi
                 resource: Some(resource),
                 subresource,
                 // A rule for named objects is asked about one of them.
-                name: rule.resource_names.as_ref().and_then(|n| n.first()).cloned(),
+                name: rule
+                    .resource_names
+                    .as_ref()
+                    .and_then(|n| n.first())
+                    .cloned(),
                 ..ResourceAttributes::default()
             }),
             ..SelfSubjectAccessReviewSpec::default()

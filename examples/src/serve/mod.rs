@@ -1,8 +1,13 @@
 //! The operator's own HTTP endpoint: `GET /metrics` (Prometheus text format), `GET /healthz`
 //! (liveness: the process serves, and so does its admission webhook when it has one) and
-//! `GET /readyz` (503 while the API server is unreachable, saying since when and why), on
-//! hyper, as controller-runtime's manager serves them; and `GET /machine`, each machine drawn
-//! with the number of objects in each phase ([`page`]).
+//! `GET /readyz` (503 while the API server is unreachable, saying since when and why, or
+//! while the webhook's new certificate does not load), on hyper, as controller-runtime's
+//! manager serves them; and `GET /machine`, each machine drawn with the number of objects in
+//! each phase ([`page`]).
+//!
+//! A certificate that does not load is a readiness problem, not a liveness one: the webhook
+//! still serves the old certificate, and a restarted process would not load the new one
+//! either (it would crash-loop instead of serving).
 
 pub mod page;
 
@@ -48,7 +53,9 @@ impl Endpoints {
         }
     }
 
-    /// `/healthz` also fails while the admission webhook does not serve.
+    /// `/healthz` also fails while the admission webhook does not serve
+    /// ([`WebhookHealth::live`]), `/readyz` while it does not serve the current certificate
+    /// ([`WebhookHealth::ready`]).
     #[must_use]
     pub fn webhook(mut self, webhook: Option<WebhookHealth>) -> Self {
         self.webhook = webhook;
@@ -133,7 +140,7 @@ async fn respond(
                 page::page(&shown),
             )
         }
-        "/healthz" => match served.webhook.as_ref().map(WebhookHealth::status) {
+        "/healthz" => match served.webhook.as_ref().map(WebhookHealth::live) {
             None | Some(Ok(())) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
             Some(Err(reason)) => (
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -142,7 +149,14 @@ async fn respond(
             ),
         },
         "/readyz" => match served.health.status() {
-            Connection::Up => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+            Connection::Up => match served.webhook.as_ref().map(WebhookHealth::ready) {
+                None | Some(Ok(())) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+                Some(Err(reason)) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    format!("{reason}\n"),
+                ),
+            },
             Connection::Down { since, reason } => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "text/plain",

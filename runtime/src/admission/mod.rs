@@ -17,7 +17,10 @@
 //!
 //! The parts: [`Validator`] decides one review (pure); [`Webhook`] serves it over HTTPS with a
 //! [`ServingCertificate`] (PEM files, re-read when they change, or a development CA made in
-//! memory); [`validating_webhook_configuration`] registers it, next to [`crate::crd()`].
+//! memory), within [`Limits`] that keep any client, or a flood of them, from holding it away
+//! from the API server, and reports through [`WebhookHealth`] (`live` for a liveness probe,
+//! `ready` for a readiness one) and [`WebhookMetrics`]; [`validating_webhook_configuration`]
+//! registers it, next to [`crate::crd()`].
 //!
 //! The same server converts a resource served in several versions ([`crate::crd_versions`]):
 //! a [`Converter`] (pure, hub-and-spoke over the user's `From` impls between the versions'
@@ -41,7 +44,7 @@ pub use conversion::{CONVERSION_DATA, CONVERT_PATH, Conversions, Converter};
 pub use policy::{OperatorIdentity, People, Policy, PolicyError, Requester, Rule, Tier};
 pub use review::Validator;
 pub use rules::{NOT_SUPPORTED, PHASE_FIELD, Violation, check, is_manual, no_such_transition};
-pub use server::{ServeError, Webhook, WebhookHealth, WebhookMetrics};
+pub use server::{Limits, ServeError, Webhook, WebhookHealth, WebhookMetrics};
 pub use tls::{ServingCertificate, TlsError};
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! the least-privilege RBAC of [`crate::Operator::rbac`], the Deployment (probes, metrics
 //! port, a hardened security context, a termination grace longer than the Lease's renew
 //! deadline), a metrics Service, a PodDisruptionBudget when there is more than one replica,
-//! and with the webhook its Service, registration and cert-manager certificate.
+//! and with the webhook its Service, registration, cert-manager certificate and a
+//! NetworkPolicy admitting only the webhook's and the metrics' ports.
 
 mod objects;
 #[cfg(feature = "admission")]

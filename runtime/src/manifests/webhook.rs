@@ -1,7 +1,7 @@
 //! The admission webhook's deployment: its Service, its registration (the CA injected by
-//! cert-manager's CA injector) and a cert-manager Issuer and Certificate whose Secret the
-//! operator's Pod mounts; for a CRD of several versions, its conversions sent to the same
-//! webhook.
+//! cert-manager's CA injector), a cert-manager Issuer and Certificate whose Secret the
+//! operator's Pod mounts, and a NetworkPolicy that admits only the webhook's and the metrics'
+//! ports; for a CRD of several versions, its conversions sent to the same webhook.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -19,6 +19,8 @@ pub(crate) struct Served {
     pub port: u16,
     pub policy: Policy,
     pub options: WebhookOptions,
+    /// The address ranges (CIDR) the webhook's port admits; empty: anywhere.
+    pub from: Vec<String>,
 }
 
 impl Deploy {
@@ -45,7 +47,22 @@ impl Deploy {
             port,
             policy,
             options,
+            from: Vec::new(),
         });
+        self
+    }
+
+    /// The webhook's NetworkPolicy admits its port only from `cidrs` (e.g. the API server's
+    /// or the control plane's addresses, `10.0.0.0/24`), instead of from anywhere. On most
+    /// clusters the API server is not a Pod (it runs on the host's network, or outside the
+    /// cluster), so no Pod or namespace selector can name it: address ranges are all a
+    /// NetworkPolicy can say of it, and only where the network plugin applies `ipBlock` to
+    /// such traffic. Call it after [`Deploy::webhook`]; without the webhook it does nothing.
+    #[must_use]
+    pub fn webhook_from(mut self, cidrs: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        if let Some(served) = &mut self.webhook {
+            served.from = cidrs.into_iter().map(Into::into).collect();
+        }
         self
     }
 
@@ -142,6 +159,10 @@ pub(crate) fn manifests(
         ("webhook-issuer.yaml", issuer),
         ("webhook-certificate.yaml", certificate),
         ("validating-webhook-configuration.yaml", registration),
+        (
+            "webhook-network-policy.yaml",
+            network_policy(deploy, served),
+        ),
     ]
     .into_iter()
     .map(|(file, object)| Manifest {
@@ -149,6 +170,32 @@ pub(crate) fn manifests(
         object,
     })
     .collect()
+}
+
+/// The Pod admits ingress only to the webhook's port (from `served.from`, or anywhere) and to
+/// the metrics port (from anywhere, as without the policy: Prometheus scrapes it). Probes
+/// come from the node's kubelet, which network plugins admit whatever the policy.
+fn network_policy(deploy: &Deploy, served: &Served) -> serde_json::Value {
+    let mut webhook = json!({ "ports": [{ "protocol": "TCP", "port": served.port }] });
+    if !served.from.is_empty() {
+        let from: Vec<serde_json::Value> = served
+            .from
+            .iter()
+            .map(|cidr| json!({ "ipBlock": { "cidr": cidr } }))
+            .collect();
+        webhook["from"] = json!(from);
+    }
+    let metrics = json!({ "ports": [{ "protocol": "TCP", "port": deploy.metrics_port }] });
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": { "name": service(deploy), "namespace": deploy.namespace, "labels": deploy.labels() },
+        "spec": {
+            "podSelector": { "matchLabels": { "app.kubernetes.io/name": deploy.name } },
+            "policyTypes": ["Ingress"],
+            "ingress": [webhook, metrics],
+        },
+    })
 }
 
 #[cfg(test)]
@@ -196,6 +243,45 @@ mod tests {
         assert_eq!(
             registration.object["webhooks"][0]["rules"][0]["apiVersions"],
             serde_json::json!(["v1", "v1alpha1"])
+        );
+    }
+
+    #[test]
+    fn the_network_policy_admits_the_webhook_port_from_the_given_ranges_and_the_metrics_port() {
+        let file = |deploy: Deploy| {
+            deploy
+                .manifests::<Database>(&Rbac::default())
+                .into_iter()
+                .find(|m| m.file == "webhook-network-policy.yaml")
+                .map(|m| m.object)
+                .expect("the NetworkPolicy")
+        };
+        let deploy = Deploy::new("db", "ops", "image:1")
+            .metrics_port(8080)
+            .webhook(9443, Policy::default(), FailurePolicy::Fail, None);
+        let anywhere = file(deploy.clone());
+        assert_eq!(
+            anywhere["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+            "db"
+        );
+        assert_eq!(
+            anywhere["spec"]["policyTypes"],
+            serde_json::json!(["Ingress"])
+        );
+        assert_eq!(
+            anywhere["spec"]["ingress"],
+            serde_json::json!([
+                { "ports": [{ "protocol": "TCP", "port": 9443 }] },
+                { "ports": [{ "protocol": "TCP", "port": 8080 }] },
+            ])
+        );
+        let narrowed = file(deploy.webhook_from(["10.0.0.0/24", "192.168.1.10/32"]));
+        assert_eq!(
+            narrowed["spec"]["ingress"][0]["from"],
+            serde_json::json!([
+                { "ipBlock": { "cidr": "10.0.0.0/24" } },
+                { "ipBlock": { "cidr": "192.168.1.10/32" } },
+            ])
         );
     }
 }

@@ -21,3 +21,4 @@ mod prometheus;
 mod rbac;
 mod sharding;
 mod versions;
+mod webhook_flood;
