@@ -6,7 +6,7 @@
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::engine::write::Write;
 use crate::engine::{Engine, Reconcilable, ReconcileError};
@@ -60,11 +60,7 @@ where
         };
         let mut status = object.status_of().cloned().unwrap_or_default();
         *K::machine_in_mut(&mut status) = machine;
-        let before = match object.status_of() {
-            Some(stored) => serde_json::to_value(stored)?,
-            None => Value::Object(serde_json::Map::new()),
-        };
-        let Some(patch) = merge_patch::diff(&before, &serde_json::to_value(&status)?) else {
+        let Some(patch) = merge_patch::status_diff(object.status_of(), &status)? else {
             return Ok(None);
         };
         let api = self.api_for(object);

@@ -178,11 +178,7 @@ where
     }
     // The phase's clock, for the requeue: entered, later by the time paused in it.
     let entered = Position::of(Some(&*machine), now).clock().unwrap_or(now);
-    let before = match object.status_of() {
-        Some(stored) => serde_json::to_value(stored)?,
-        None => Value::Object(serde_json::Map::new()),
-    };
-    let patch = merge_patch::diff(&before, &serde_json::to_value(&status)?);
+    let patch = merge_patch::status_diff(object.status_of(), &status)?;
     let transition = match proposal {
         Some((to, reason)) => Some(Transition {
             from: position.stored.clone(),

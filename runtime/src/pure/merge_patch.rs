@@ -4,6 +4,22 @@
 
 use serde_json::{Map, Value};
 
+/// The merge patch from the `stored` status (none yet: `{}`) to `new`; `None` when they are
+/// the same.
+///
+/// # Errors
+/// When either does not encode as JSON.
+pub fn status_diff<S: serde::Serialize>(
+    stored: Option<&S>,
+    new: &S,
+) -> Result<Option<Value>, serde_json::Error> {
+    let before = match stored {
+        Some(stored) => serde_json::to_value(stored)?,
+        None => Value::Object(serde_json::Map::new()),
+    };
+    Ok(diff(&before, &serde_json::to_value(new)?))
+}
+
 /// The merge patch that turns `old` into `new`, or `None` when they are equal. Objects are
 /// compared key by key; any other value (lists included, as merge patches replace lists
 /// whole) is replaced when it differs; a key missing from `new`, or `null` in it, becomes

@@ -286,6 +286,25 @@ async fn policy_layers_leave_moves_to_the_operator_and_the_operator_converges_th
     }
 }
 
+/// The Database webhook registered under `Fail` for `ns` and served behind a proxy that is
+/// down: the API server cannot reach it until [`Proxy::heal`](kube_fsm_testkit::proxy::Proxy::heal).
+async fn webhook_down(
+    client: &kube::Client,
+    ns: &str,
+) -> (admission::Registration, kube_fsm_testkit::proxy::Proxy) {
+    let (registration, webhook) = admission::serve_behind_proxy(
+        client,
+        ns,
+        (admission::SCOPE_LABEL, ns),
+        sample(PROBE),
+        Policy::default(),
+        FailurePolicy::Fail,
+    )
+    .await;
+    webhook.down();
+    (registration, webhook)
+}
+
 #[tokio::test]
 async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_operator_go_on() {
     let Some(client) = client("admission::down").await else {
@@ -297,16 +316,7 @@ async fn with_the_webhook_down_fail_refuses_every_write_and_ignore_lets_the_oper
     api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
-    let (registration, webhook) = admission::serve_behind_proxy(
-        &client,
-        &ns,
-        (admission::SCOPE_LABEL, &ns),
-        sample(PROBE),
-        Policy::default(),
-        FailurePolicy::Fail,
-    )
-    .await;
-    webhook.down();
+    let (registration, _webhook) = webhook_down(&client, &ns).await;
 
     let err = set_phase(&api, "db", Some("Pending"), &manager("kube-fsm"))
         .await
@@ -391,16 +401,7 @@ async fn after_a_webhook_outage_the_operator_resumes_within_seconds() {
     install_crds(&client).await;
     let ns = admission::namespace(&client, "admission-resume", &[]).await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-    let (registration, webhook) = admission::serve_behind_proxy(
-        &client,
-        &ns,
-        (admission::SCOPE_LABEL, &ns),
-        sample(PROBE),
-        Policy::default(),
-        FailurePolicy::Fail,
-    )
-    .await;
-    webhook.down();
+    let (registration, webhook) = webhook_down(&client, &ns).await;
     // The default backoff (0.5 s doubling up to 5 min): 20 s of refused writes grow it well
     // past 10 s, which a connection failure caps at 30 s (`reconnect_max`).
     let operator = Running::spawn(
