@@ -5,9 +5,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Recorder, Reporter};
 use kube_fsm::admission::{
     Endpoint, FailurePolicy, Policy, ServingCertificate, Validator, Webhook, WebhookHealth,
     WebhookMetrics, WebhookOptions, validating_webhook_configuration,
@@ -94,9 +96,16 @@ pub async fn start(
     let metrics = WebhookMetrics::default();
     metrics.register(registry);
     let validator = Validator::new::<Database>(policy.clone())?;
-    let webhook = Webhook::bind(options.addr, validator, certificate)
+    let mut webhook = Webhook::bind(options.addr, validator, certificate)
         .await?
         .metrics(&metrics);
+    if let Some(pod) = this_pod() {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter::from("kube-fsm-webhook".to_owned()),
+        );
+        webhook = webhook.events(recorder, pod);
+    }
     let addr = webhook.local_addr();
     let health = webhook.health();
     tokio::spawn(webhook.run());
@@ -126,6 +135,22 @@ pub async fn start(
         health,
         addr,
         registered,
+    })
+}
+
+/// This Pod (from `POD_NAME` and `POD_NAMESPACE`, set by the generated Deployment), which
+/// the webhook's certificate Events are about; `None` outside a Pod.
+fn this_pod() -> Option<ObjectReference> {
+    let (name, namespace) = (
+        std::env::var("POD_NAME").ok()?,
+        std::env::var("POD_NAMESPACE").ok()?,
+    );
+    Some(ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Pod".to_owned()),
+        name: Some(name),
+        namespace: Some(namespace),
+        ..ObjectReference::default()
     })
 }
 

@@ -54,7 +54,7 @@ impl Endpoints {
     }
 
     /// `/healthz` also fails while the admission webhook does not serve
-    /// ([`WebhookHealth::live`]), `/readyz` while it does not serve the current certificate
+    /// ([`WebhookHealth::live`]), `/readyz` while its certificate has expired
     /// ([`WebhookHealth::ready`]).
     #[must_use]
     pub fn webhook(mut self, webhook: Option<WebhookHealth>) -> Self {

@@ -169,6 +169,29 @@ impl ServingCertificate {
     pub fn from_disk(&self) -> bool {
         self.files.is_some()
     }
+
+    /// When the certificate served now stops being valid (its `notAfter`), if it can be read.
+    pub fn expires(&self) -> Option<SystemTime> {
+        let current = self
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        not_after(current.cert.first()?)
+    }
+}
+
+/// `at` as RFC 3339, for messages.
+pub(crate) fn timestamp(at: SystemTime) -> String {
+    k8s_openapi::jiff::Timestamp::try_from(at)
+        .map_or_else(|_| "an unreadable time".to_owned(), |t| t.to_string())
+}
+
+/// The `notAfter` of `cert` (DER).
+fn not_after(cert: &CertificateDer<'_>) -> Option<SystemTime> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert).ok()?;
+    let seconds = u64::try_from(parsed.validity().not_after.timestamp()).ok()?;
+    Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(seconds))
 }
 
 /// Hands rustls the pair served now.
@@ -204,8 +227,13 @@ fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
         .map_err(|err| read(cert, err.to_string()))?;
-    if chain.is_empty() {
+    let Some(leaf) = chain.first() else {
         return Err(read(cert, "no CERTIFICATE block".to_owned()));
+    };
+    // An expired certificate fails every handshake: keep serving the one that still works.
+    if let Some(expired) = not_after(leaf).filter(|t| *t <= SystemTime::now()) {
+        let at = timestamp(expired);
+        return Err(read(cert, format!("the certificate expired at {at}")));
     }
     let der = PrivateKeyDer::from_pem_file(key).map_err(|err| read(key, err.to_string()))?;
     let signer = any_supported_type(&der).map_err(|source| TlsError::Key {
@@ -315,6 +343,31 @@ mod tests {
         let err = certificate.reload().unwrap_err();
         assert!(err.to_string().contains("does not belong"), "{err}");
         std::fs::write(&cert, &first_cert).unwrap();
+        assert!(ServingCertificate::from_files(&cert, &key).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_expired_certificate_is_refused_and_the_served_one_says_when_it_expires() {
+        let (dir, cert, key, _) = files_of("a.example");
+        let certificate = ServingCertificate::from_files(&cert, &key).unwrap();
+        let expires = certificate.expires().expect("a readable notAfter");
+        assert!(expires > SystemTime::now(), "{expires:?}");
+
+        let key_pair = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["b.example".to_owned()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        let expired = params.self_signed(&key_pair).unwrap();
+        std::fs::write(&cert, expired.pem()).unwrap();
+        std::fs::write(&key, key_pair.serialize_pem()).unwrap();
+        let err = certificate.reload().unwrap_err();
+        assert!(err.to_string().contains("expired at 2021-01-01"), "{err}");
+        assert_eq!(
+            certificate.expires(),
+            Some(expires),
+            "the old one is served"
+        );
         assert!(ServingCertificate::from_files(&cert, &key).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }

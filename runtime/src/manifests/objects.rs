@@ -27,7 +27,10 @@ pub(crate) fn deployment(deploy: &Deploy) -> Value {
     let mut container = json!({
         "name": "operator",
         "image": deploy.image,
-        "env": [{ "name": "POD_NAME", "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } }],
+        "env": [
+            { "name": "POD_NAME", "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } },
+            { "name": "POD_NAMESPACE", "valueFrom": { "fieldRef": { "fieldPath": "metadata.namespace" } } },
+        ],
         "ports": ports,
         "livenessProbe": probe("/healthz"),
         "readinessProbe": probe("/readyz"),

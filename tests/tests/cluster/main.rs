@@ -21,4 +21,5 @@ mod prometheus;
 mod rbac;
 mod sharding;
 mod versions;
+mod webhook_certificate;
 mod webhook_flood;

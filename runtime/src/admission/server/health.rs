@@ -1,8 +1,9 @@
 //! What the webhook tells about itself: [`WebhookHealth`] for the probes (live: it serves;
-//! ready: it serves the current certificate) and [`WebhookMetrics`] for Prometheus.
+//! ready: it serves a certificate still valid) and [`WebhookMetrics`] for Prometheus.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -11,18 +12,24 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::admission::tls::timestamp;
+
 /// Whether the webhook serves, for the operator's probes. Cloning shares it.
 ///
 /// [`WebhookHealth::live`] is for the liveness probe (`/healthz`): it fails only when the
 /// server no longer serves at all, which a restart can mend. [`WebhookHealth::ready`] is for
-/// the readiness probe (`/readyz`): it also fails while changed certificate files do not load,
-/// which a restart cannot mend (the new process would not load them either, and would not
-/// start: restarting on it turns a degraded webhook, still serving the old certificate, into
-/// a crash loop).
+/// the readiness probe (`/readyz`): it also fails once the certificate served has expired, when
+/// no client can complete a handshake anyway. Changed certificate files that do not load are
+/// neither: the old certificate is still served and works, every replica reads the same
+/// Secret, and failing a probe on it would take every replica out of the Service (or restart
+/// them into a crash loop) and turn a degraded webhook into a cluster-wide outage. That is
+/// told by [`WebhookHealth::certificate_problem`], a Warning Event ([`super::Webhook::events`])
+/// and the metrics instead.
 #[derive(Clone, Debug, Default)]
 pub struct WebhookHealth {
     serving: Arc<AtomicBool>,
     certificate_error: Arc<Mutex<Option<String>>>,
+    expires: Arc<Mutex<Option<SystemTime>>>,
 }
 
 impl WebhookHealth {
@@ -38,35 +45,58 @@ impl WebhookHealth {
         }
     }
 
-    /// `Ok` while [`super::Webhook::run`] accepts connections with the current certificate;
-    /// otherwise why not: not serving, or the certificate files changed and do not load (the
-    /// old certificate is still served).
+    /// `Ok` while [`super::Webhook::run`] accepts connections with a certificate still valid;
+    /// otherwise why not: not serving, or the certificate served has expired (and no newer one
+    /// loads).
     ///
     /// # Errors
     /// What is wrong, in words.
     pub fn ready(&self) -> Result<(), String> {
         self.live()?;
-        match &*self
-            .certificate_error
+        let expires = *self.expires.lock().unwrap_or_else(PoisonError::into_inner);
+        match expires {
+            Some(at) if at <= SystemTime::now() => {
+                let mut reason = format!(
+                    "the admission webhook's certificate expired at {}",
+                    timestamp(at)
+                );
+                if let Some(problem) = self.certificate_problem() {
+                    reason.push_str(&format!(", and the new one does not load: {problem}"));
+                }
+                Err(reason)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Why the changed certificate files do not load, while they do not (the old certificate is
+    /// served meanwhile); `None` when the files served are the current ones.
+    pub fn certificate_problem(&self) -> Option<String> {
+        self.certificate_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-        {
-            Some(err) => Err(format!(
-                "the admission webhook's new certificate does not load (the old one is served): {err}"
-            )),
-            None => Ok(()),
-        }
+            .clone()
     }
 
     pub(super) fn set_serving(&self, serving: bool) {
         self.serving.store(serving, Ordering::Release);
     }
 
-    pub(super) fn set_certificate_error(&self, error: Option<String>) {
-        *self
+    /// Records the outcome of a certificate (re)load: the problem, if any, and when the
+    /// certificate served now expires. Returns whether the problem changed.
+    pub(super) fn set_certificate(
+        &self,
+        error: Option<String>,
+        expires: Option<SystemTime>,
+    ) -> bool {
+        *self.expires.lock().unwrap_or_else(PoisonError::into_inner) = expires;
+        let mut current = self
             .certificate_error
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = error;
+            .unwrap_or_else(PoisonError::into_inner);
+        let changed = *current != error;
+        *current = error;
+        changed
     }
 }
 
@@ -129,10 +159,12 @@ struct ReasonLabel {
 /// - `controller_runtime_webhook_latency_seconds` (`webhook`): the time to answer;
 /// - `kube_fsm_admission_denied_total` (`webhook`): admission reviews refused;
 /// - `kube_fsm_conversion_failures_total`: conversion reviews answered with a failure;
-/// - `kube_fsm_webhook_serving`: 1 while it accepts connections with a current certificate
-///   (as [`WebhookHealth::ready`]);
+/// - `kube_fsm_webhook_serving`: 1 while it accepts connections with a certificate still
+///   valid (as [`WebhookHealth::ready`]);
 /// - `kube_fsm_webhook_certificate_errors_total`: certificate reloads that failed (changed
 ///   files that do not load; retried every 10 s, the old certificate served meanwhile);
+/// - `kube_fsm_webhook_certificate_expiry_timestamp_seconds`: when the certificate served
+///   expires (Unix time; alert on it as on cert-manager's own);
 /// - `kube_fsm_webhook_connections`: connections open;
 /// - `kube_fsm_webhook_connections_closed_total` (`reason`): connections the server closed:
 ///   `handshake_timeout`, `header_timeout`, `idle`, `write_timeout`, `evicted` (for a
@@ -145,6 +177,7 @@ pub struct WebhookMetrics {
     conversion_failures: Counter,
     serving: Gauge,
     certificate_errors: Counter,
+    certificate_expiry: Gauge,
     connections: Gauge,
     closed: Family<ReasonLabel, Counter>,
     body_bytes: Gauge,
@@ -161,6 +194,7 @@ impl Default for WebhookMetrics {
             conversion_failures: Counter::default(),
             serving: Gauge::default(),
             certificate_errors: Counter::default(),
+            certificate_expiry: Gauge::default(),
             connections: Gauge::default(),
             closed: Family::default(),
             body_bytes: Gauge::default(),
@@ -193,13 +227,18 @@ impl WebhookMetrics {
         );
         registry.register(
             "kube_fsm_webhook_serving",
-            "1 while the admission webhook accepts connections with a current certificate",
+            "1 while the admission webhook accepts connections with a certificate still valid",
             self.serving.clone(),
         );
         registry.register(
             "kube_fsm_webhook_certificate_errors",
             "Webhook certificate reloads that failed (the old certificate is still served)",
             self.certificate_errors.clone(),
+        );
+        registry.register(
+            "kube_fsm_webhook_certificate_expiry_timestamp_seconds",
+            "When the webhook's certificate served now expires (Unix time)",
+            self.certificate_expiry.clone(),
         );
         registry.register(
             "kube_fsm_webhook_connections",
@@ -272,7 +311,7 @@ impl WebhookMetrics {
             .set(i64::try_from(open).unwrap_or(i64::MAX));
     }
 
-    /// Marks the webhook serving the current certificate or not.
+    /// Marks the webhook serving a certificate still valid or not.
     pub(super) fn set_serving(&self, serving: bool) {
         self.serving.set(i64::from(serving));
     }
@@ -280,5 +319,13 @@ impl WebhookMetrics {
     /// Counts one failed certificate reload.
     pub(super) fn certificate_error(&self) {
         self.certificate_errors.inc();
+    }
+
+    /// Records when the certificate served expires.
+    pub(super) fn certificate_expires(&self, at: Option<SystemTime>) {
+        let seconds = at
+            .and_then(|at| at.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        self.certificate_expiry.set(seconds);
     }
 }

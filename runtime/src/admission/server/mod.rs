@@ -23,9 +23,10 @@
 //! The parts: [`answer`] (one request: route, body, review, its metrics), `connections`
 //! (the registry that admits and evicts, each connection's phase and deadlines, the IO
 //! wrapper that sees them), `serve` (one connection's life), `health` ([`WebhookHealth`],
-//! [`WebhookMetrics`]), `limits` ([`Limits`]).
+//! [`WebhookMetrics`]), `limits` ([`Limits`]), `certificate` (what a certificate reload tells).
 
 mod answer;
+mod certificate;
 mod connections;
 mod health;
 mod limits;
@@ -35,6 +36,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::Recorder;
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -102,6 +105,7 @@ pub struct Webhook {
     metrics: WebhookMetrics,
     limits: Limits,
     reload_every: Duration,
+    events: Option<(Recorder, ObjectReference)>,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -138,6 +142,7 @@ impl Webhook {
             metrics: WebhookMetrics::default(),
             limits: Limits::default(),
             reload_every: RELOAD_EVERY,
+            events: None,
         })
     }
 
@@ -183,6 +188,15 @@ impl Webhook {
         self.health.clone()
     }
 
+    /// Tells of certificate problems with Events about `regarding` (the operator's Pod, say):
+    /// a Warning `CertificateNotLoaded` when changed certificate files do not load (the old
+    /// certificate is still served), a Normal `CertificateLoaded` when they load again.
+    #[must_use]
+    pub fn events(mut self, recorder: Recorder, regarding: ObjectReference) -> Self {
+        self.events = Some((recorder, regarding));
+        self
+    }
+
     /// Records into `metrics` (register them once with [`WebhookMetrics::register`]).
     #[must_use]
     pub fn metrics(mut self, metrics: &WebhookMetrics) -> Self {
@@ -202,9 +216,12 @@ impl Webhook {
             metrics,
             limits,
             reload_every,
+            events,
         } = self;
         health.set_serving(true);
-        metrics.set_serving(true);
+        health.set_certificate(None, certificate.expires());
+        metrics.certificate_expires(certificate.expires());
+        metrics.set_serving(health.ready().is_ok());
         let _serving = Serving(health.clone(), metrics.clone());
         let shared = Arc::new(Shared {
             validator,
@@ -236,17 +253,7 @@ impl Webhook {
                     tokio::spawn(task);
                 }
                 _ = reload.tick(), if certificate.from_disk() => {
-                    let result = certificate.reload();
-                    match &result {
-                        Ok(true) => tracing::info!("webhook certificate reloaded"),
-                        Ok(false) => {}
-                        Err(err) => tracing::warn!(%err, "webhook certificate changed but does not load; serving the old one"),
-                    }
-                    if result.is_err() {
-                        metrics.certificate_error();
-                    }
-                    metrics.set_serving(result.is_ok());
-                    health.set_certificate_error(result.err().map(|err| err.to_string()));
+                    certificate::reloaded(&certificate, &health, &metrics, events.as_ref());
                 }
             }
         }

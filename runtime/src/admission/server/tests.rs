@@ -397,17 +397,23 @@ async fn an_answer_nobody_reads_is_closed_after_the_write_deadline() {
     drop(stream);
 }
 
-/// A CA and a serving certificate for 127.0.0.1 signed by it, in `dir`: (CA PEM, cert file,
-/// key file).
-fn certificate_files(dir: &std::path::Path) -> (String, std::path::PathBuf, std::path::PathBuf) {
+/// A CA and a serving certificate for 127.0.0.1 signed by it (valid until `expires`, if
+/// given), in `dir`: (CA PEM, cert file, key file).
+fn certificate_files(
+    dir: &std::path::Path,
+    expires: Option<std::time::SystemTime>,
+) -> (String, std::path::PathBuf, std::path::PathBuf) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca_cert = ca.self_signed(&ca_key).unwrap();
     let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
+    let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    if let Some(expires) = expires {
+        leaf.not_after = expires.into();
+    }
+    let leaf = leaf
         .signed_by(&key, &Issuer::from_params(&ca, &ca_key))
         .unwrap();
     let (cert_file, key_file) = (dir.join("tls.crt"), dir.join("tls.key"));
@@ -417,10 +423,10 @@ fn certificate_files(dir: &std::path::Path) -> (String, std::path::PathBuf, std:
 }
 
 #[tokio::test]
-async fn a_certificate_that_does_not_load_is_unready_not_dead_and_the_old_one_is_served() {
+async fn a_certificate_that_does_not_load_keeps_the_webhook_live_and_ready_on_the_old_one() {
     let dir = std::env::temp_dir().join(format!("kube-fsm-webhook-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
-    let (ca, cert, key) = certificate_files(&dir);
+    let (ca, cert, key) = certificate_files(&dir, None);
     let certificate = ServingCertificate::from_files(&cert, &key).unwrap();
     let webhook = Served::start_with(
         certificate,
@@ -439,21 +445,62 @@ async fn a_certificate_that_does_not_load_is_unready_not_dead_and_the_old_one_is
         (webhook.health.live(), webhook.health.ready()),
         (Ok(()), Ok(()))
     );
+    assert!(webhook.sample("kube_fsm_webhook_certificate_expiry_timestamp_seconds") > 0.0);
 
     std::fs::write(&cert, "not a certificate").unwrap();
-    let unready = until(Duration::from_secs(5), || webhook.health.ready().is_err()).await;
+    let told = until(Duration::from_secs(5), || {
+        webhook.health.certificate_problem().is_some()
+    })
+    .await;
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(unready, "not ready within 5 s of a broken certificate");
-    let reason = webhook.health.ready().unwrap_err();
-    assert!(reason.contains("tls.crt"), "{reason}");
-    assert_eq!(webhook.health.live(), Ok(()), "alive: it still serves");
+    assert!(
+        told,
+        "the problem is told within 5 s of a broken certificate"
+    );
+    let problem = webhook.health.certificate_problem().unwrap();
+    assert!(problem.contains("tls.crt"), "{problem}");
+    // Every replica reads the same Secret: unready on it would empty the Service.
+    assert_eq!(
+        (webhook.health.live(), webhook.health.ready()),
+        (Ok(()), Ok(())),
+        "live and ready: the old certificate still works"
+    );
     let answer = review(&webhook.tls, webhook.addr).await;
     assert!(
         answer.starts_with("HTTP/1.1 200"),
         "the old one is served: {answer}"
     );
-    assert_eq!(webhook.sample("kube_fsm_webhook_serving"), 0.0);
+    assert_eq!(webhook.sample("kube_fsm_webhook_serving"), 1.0);
     assert!(webhook.sample("kube_fsm_webhook_certificate_errors_total") >= 1.0);
+}
+
+#[tokio::test]
+async fn a_certificate_that_expires_while_served_makes_the_webhook_unready_not_dead() {
+    let dir = std::env::temp_dir().join(format!("kube-fsm-webhook-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let expires = std::time::SystemTime::now() + Duration::from_secs(2);
+    let (ca, cert, key) = certificate_files(&dir, Some(expires));
+    let certificate = ServingCertificate::from_files(&cert, &key).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let webhook = Served::start_with(
+        certificate,
+        connector(&ca),
+        Limits::default(),
+        false,
+        Duration::from_millis(100),
+    )
+    .await;
+    assert!(until(Duration::from_secs(1), || webhook.health.ready().is_ok()).await);
+    let unready = until(Duration::from_secs(10), || webhook.health.ready().is_err()).await;
+    assert!(unready, "unready once the certificate served has expired");
+    let reason = webhook.health.ready().unwrap_err();
+    assert!(reason.contains("expired at"), "{reason}");
+    assert_eq!(webhook.health.live(), Ok(()), "alive: it still serves");
+    let gauge = until(Duration::from_secs(1), || {
+        webhook.sample("kube_fsm_webhook_serving") == 0.0
+    })
+    .await;
+    assert!(gauge, "kube_fsm_webhook_serving says it too");
 }
 
 #[tokio::test]
