@@ -612,6 +612,39 @@ mod tests {
         );
     }
 
+    /// An object of `shard` (found by trying uids).
+    fn object_of(shards: &Shards, shard: u32) -> ObjectMeta {
+        (0..)
+            .map(|n| ObjectMeta {
+                uid: Some(format!("uid-{n}")),
+                ..ObjectMeta::default()
+            })
+            .find(|meta| shards.sharding.shard_of(meta) == shard)
+            .expect("some uid falls in every shard")
+    }
+
+    #[tokio::test]
+    async fn a_reconcile_stopped_by_a_late_renewal_is_tried_again_and_one_not_ours_waits() {
+        // What a fenced write returns as its requeue (`Engine::unserved`): a step whose write
+        // found the shard's renewal late is tried again a retry period later (it used to wait
+        // for the object's next change, losing the step's requeue or timeout).
+        let shards = shards();
+        let late = Instant::now()
+            .checked_sub(shards.sharding.timing.renew_deadline * 2)
+            .expect("a past instant");
+        hold(&shards, 0, Instant::now());
+        hold(&shards, 1, late);
+        let retry = shards.sharding.timing.retry_period;
+        assert_eq!(shards.later(&object_of(&shards, 1)), Some(retry));
+        assert_eq!(shards.later(&object_of(&shards, 2)), None, "not ours");
+        shards.lock().get_mut(&1).expect("held").draining = true;
+        assert_eq!(
+            shards.later(&object_of(&shards, 1)),
+            None,
+            "being given up: its next holder lists it"
+        );
+    }
+
     #[tokio::test]
     async fn a_guard_of_an_earlier_holding_never_counts_against_a_new_one() {
         let shards = shards();

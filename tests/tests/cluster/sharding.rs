@@ -212,10 +212,22 @@ fn replica_of(
     delay: Duration,
     shards: u32,
 ) -> (Running, Recorded) {
-    let recorded = Recorded::default();
     let sharding = Sharding::new("fsm-shards", ns, shards)
         .identity(replica)
         .duration(Duration::from_secs(4));
+    replica_with(client, ns, replica, ledger, delay, sharding)
+}
+
+/// One replica sharded by `sharding` whose steps take `delay` each.
+fn replica_with(
+    client: &kube::Client,
+    ns: &str,
+    replica: &'static str,
+    ledger: &Arc<Mutex<Ledger>>,
+    delay: Duration,
+    sharding: Sharding,
+) -> (Running, Recorded) {
+    let recorded = Recorded::default();
     let handler = Noted {
         replica,
         ledger: ledger.clone(),
@@ -512,6 +524,62 @@ async fn a_shard_given_up_mid_handler_is_not_handled_by_two_replicas() {
     }
     a.stop().await;
     b.stop().await;
+}
+
+#[tokio::test]
+async fn a_slow_give_up_does_not_hold_back_the_renewal_of_the_shards_kept() {
+    let Some((client, ns)) = cluster::prepare("a_slow_give_up", "fsm-shards-drain").await else {
+        return;
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    // A 1.6 s renew deadline: a shard given up waits (4 s - 1.6 s) / 2 = 1.2 s for its
+    // reconciles, then up to as long again once they are cancelled. Drained inside the Lease
+    // loop, that held the kept shards' renewal (every 0.8 s) past their deadline.
+    let timed = |replica: &str| {
+        Sharding::new("fsm-shards", &ns, SHARDS)
+            .identity(replica)
+            .duration(Duration::from_secs(4))
+            .renew_deadline(Duration::from_millis(1600))
+    };
+    let slow = Duration::from_secs(5);
+    let (a, a_metrics) = replica_with(&client, &ns, "replica-a", &ledger, slow, timed("replica-a"));
+    eventually(Duration::from_secs(20), || async {
+        (held(&a_metrics) == f64::from(SHARDS)).then_some(())
+    })
+    .await
+    .expect("a lone replica holds every shard");
+    create(&api, "drain", 24).await;
+    eventually(Duration::from_secs(20), || async {
+        let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        (ledger.active.len() >= 20).then_some(())
+    })
+    .await
+    .expect("A's steps under way");
+    // B joins: A gives half its shards up while their reconciles are in flight, and must keep
+    // serving the other half all along.
+    let (b, b_metrics) = replica_with(&client, &ns, "replica-b", &ledger, slow, timed("replica-b"));
+    let mut lowest = held(&a_metrics);
+    let mut split_at = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    while tokio::time::Instant::now() < deadline {
+        lowest = lowest.min(held(&a_metrics));
+        if split_at.is_none() && held(&a_metrics) == 3.0 && held(&b_metrics) == 3.0 {
+            split_at = Some(tokio::time::Instant::now());
+        }
+        // Several renewal rounds after the split, too.
+        if split_at.is_some_and(|at| at.elapsed() > Duration::from_secs(4)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    a.stop().await;
+    b.stop().await;
+    assert!(split_at.is_some(), "the shards split 3 + 3 within 40 s");
+    assert_eq!(
+        lowest, 3.0,
+        "A kept serving the 3 shards it keeps while giving up the others"
+    );
 }
 
 /// Relay handlers: replica A takes objects from First to Second only, replica B from Second to
