@@ -17,7 +17,9 @@
 //! `reference@same-status=1` makes it write kube-fsm's status shape (objects of the same size).
 //! `replicas=R` runs R processes of it (add `shards=S` to split the work); RSS is then the
 //! largest replica's, CPU the sum of all (the killed one's left out). `kill=1` SIGKILLs the
-//! first replica once half the objects are Running and prints how long the rest took. With
+//! first replica once half the objects are Running and prints how long the rest took.
+//! `binary=NAME` runs another build of the example operator, copied beside this binary under
+//! NAME (a before/after pair, or a bisection, in one run). With
 //! replicas, each writes under its own field manager (`kube-fsm-R`), and the harness's own
 //! watch counts the objects whose status more than one replica wrote (from `managedFields`).
 //!
@@ -213,6 +215,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     let mut flags = Vec::new();
     let mut replicas = 1;
     let mut kill = false;
+    let mut binary = None;
     for setting in settings.split('+').filter(|s| !s.is_empty()) {
         let (flag, value) = setting
             .split_once('=')
@@ -224,6 +227,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
                     .map_err(|_| format!("{setting}: not a number"))?;
             }
             "kill" => kill = value == "1",
+            "binary" => binary = Some(value.to_owned()),
             _ => flags.extend([format!("--{flag}"), value.to_owned()]),
         }
     }
@@ -240,7 +244,8 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     for replica in 0..replicas {
         let mut command = match program {
             "kube-fsm" => {
-                let mut c = tokio::process::Command::new(sibling("example-operator")?);
+                let binary = binary.as_deref().unwrap_or("example-operator");
+                let mut c = tokio::process::Command::new(sibling(binary)?);
                 c.args([
                     "--metrics-addr",
                     "127.0.0.1:0",
