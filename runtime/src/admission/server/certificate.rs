@@ -30,9 +30,7 @@ pub(super) fn reloaded(
     }
     let expires = certificate.expires();
     let problem = result.err().map(|err| err.to_string());
-    let changed = health.set_certificate(problem.clone(), expires);
-    metrics.certificate_expires(expires);
-    metrics.set_serving(health.ready().is_ok());
+    let changed = record(health, metrics, problem.clone(), expires);
     if let Some((recorder, regarding)) = events.filter(|_| changed) {
         let event = certificate_event(problem, expires);
         let (recorder, regarding) = (recorder.clone(), regarding.clone());
@@ -42,6 +40,20 @@ pub(super) fn reloaded(
             }
         });
     }
+}
+
+/// Records the certificate served and its problem, if any, in the health and the metrics;
+/// returns whether the problem changed.
+pub(super) fn record(
+    health: &WebhookHealth,
+    metrics: &WebhookMetrics,
+    problem: Option<String>,
+    expires: Option<SystemTime>,
+) -> bool {
+    let changed = health.set_certificate(problem, expires);
+    metrics.certificate_expires(expires);
+    metrics.set_serving(health.ready().is_ok());
+    changed
 }
 
 /// The Event telling that the certificate files do not load (`problem`), or load again.

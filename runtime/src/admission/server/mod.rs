@@ -219,9 +219,7 @@ impl Webhook {
             events,
         } = self;
         health.set_serving(true);
-        health.set_certificate(None, certificate.expires());
-        metrics.certificate_expires(certificate.expires());
-        metrics.set_serving(health.ready().is_ok());
+        certificate::record(&health, &metrics, None, certificate.expires());
         let _serving = Serving(health.clone(), metrics.clone());
         let shared = Arc::new(Shared {
             validator,
