@@ -128,6 +128,17 @@ fn start_with(
     (Api::namespaced(client.clone(), ns), handlers, operator)
 }
 
+/// Creates the Sleeper `s` (default spec) and waits until it is Waiting; returns it then.
+async fn waiting(api: &Api<Sleeper>) -> Sleeper {
+    api.create(
+        &PostParams::default(),
+        &Sleeper::new("s", SleeperSpec::default()),
+    )
+    .await
+    .expect("create");
+    wait_phase(api, "s", "Waiting").await
+}
+
 /// Waits until the handler has been called `n` times (up to `within`); how long that took.
 async fn wait_calls(handlers: &Sleepers, n: usize, within: Duration) -> Duration {
     let asked = Instant::now();
@@ -168,13 +179,7 @@ async fn a_paused_object_is_left_alone_past_its_timeout_and_resumes_with_the_pau
         return;
     };
     let (api, handlers, operator) = start(&client, &ns);
-    api.create(
-        &PostParams::default(),
-        &Sleeper::new("s", SleeperSpec::default()),
-    )
-    .await
-    .expect("create");
-    wait_phase(&api, "s", "Waiting").await;
+    waiting(&api).await;
     annotate(
         &api,
         "s",
@@ -553,13 +558,7 @@ async fn resumed_with_a_failing_handler_the_timeout_still_fires_on_time() {
     let (api, handlers, operator) = start_with(&client, &ns, |operator| {
         operator.backoff(Duration::from_secs(60), Duration::from_secs(600))
     });
-    api.create(
-        &PostParams::default(),
-        &Sleeper::new("s", SleeperSpec::default()),
-    )
-    .await
-    .expect("create");
-    let waiting = wait_phase(&api, "s", "Waiting").await;
+    let waiting = waiting(&api).await;
     let entered = waiting
         .status
         .as_ref()
@@ -633,13 +632,7 @@ async fn a_clock_pushed_into_the_future_by_hand_does_not_hold_the_timeout_off() 
         return;
     };
     let (api, _, operator) = start(&client, &ns);
-    api.create(
-        &PostParams::default(),
-        &Sleeper::new("s", SleeperSpec::default()),
-    )
-    .await
-    .expect("create");
-    wait_phase(&api, "s", "Waiting").await;
+    waiting(&api).await;
     // Whoever may write the status (no webhook here) dates the entry into Waiting next century
     // and claims it was paused for a hundred years: neither is trusted beyond now.
     cluster::hand_edit(

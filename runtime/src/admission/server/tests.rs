@@ -422,11 +422,14 @@ fn certificate_files(
     (ca_cert.pem(), cert_file, key_file)
 }
 
-#[tokio::test]
-async fn a_certificate_that_does_not_load_keeps_the_webhook_live_and_ready_on_the_old_one() {
+/// A webhook serving a certificate for 127.0.0.1 (valid until `expires`, if given) from files
+/// in a fresh folder, re-read every 100 ms: the webhook, the folder and the certificate file.
+async fn served_from_files(
+    expires: Option<std::time::SystemTime>,
+) -> (Served, std::path::PathBuf, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("kube-fsm-webhook-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
-    let (ca, cert, key) = certificate_files(&dir, None);
+    let (ca, cert, key) = certificate_files(&dir, expires);
     let certificate = ServingCertificate::from_files(&cert, &key).unwrap();
     let webhook = Served::start_with(
         certificate,
@@ -436,6 +439,12 @@ async fn a_certificate_that_does_not_load_keeps_the_webhook_live_and_ready_on_th
         Duration::from_millis(100),
     )
     .await;
+    (webhook, dir, cert)
+}
+
+#[tokio::test]
+async fn a_certificate_that_does_not_load_keeps_the_webhook_live_and_ready_on_the_old_one() {
+    let (webhook, dir, cert) = served_from_files(None).await;
     assert!(
         review(&webhook.tls, webhook.addr)
             .await
@@ -476,20 +485,9 @@ async fn a_certificate_that_does_not_load_keeps_the_webhook_live_and_ready_on_th
 
 #[tokio::test]
 async fn a_certificate_that_expires_while_served_makes_the_webhook_unready_not_dead() {
-    let dir = std::env::temp_dir().join(format!("kube-fsm-webhook-{}", fastrand::u64(..)));
-    std::fs::create_dir_all(&dir).unwrap();
     let expires = std::time::SystemTime::now() + Duration::from_secs(2);
-    let (ca, cert, key) = certificate_files(&dir, Some(expires));
-    let certificate = ServingCertificate::from_files(&cert, &key).unwrap();
+    let (webhook, dir, _) = served_from_files(Some(expires)).await;
     std::fs::remove_dir_all(&dir).unwrap();
-    let webhook = Served::start_with(
-        certificate,
-        connector(&ca),
-        Limits::default(),
-        false,
-        Duration::from_millis(100),
-    )
-    .await;
     assert!(until(Duration::from_secs(1), || webhook.health.ready().is_ok()).await);
     let unready = until(Duration::from_secs(10), || webhook.health.ready().is_err()).await;
     assert!(unready, "unready once the certificate served has expired");
