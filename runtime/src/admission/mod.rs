@@ -43,7 +43,9 @@ pub use configuration::{
 pub use conversion::{CONVERSION_DATA, CONVERT_PATH, Conversions, Converter};
 pub use policy::{OperatorIdentity, People, Policy, PolicyError, Requester, Rule, Tier};
 pub use review::Validator;
-pub use rules::{NOT_SUPPORTED, PHASE_FIELD, Violation, check, is_manual, no_such_transition};
+pub use rules::{
+    Move, NOT_SUPPORTED, PHASE_FIELD, Violation, check, classify, is_manual, no_such_transition,
+};
 pub use server::{Limits, ServeError, Webhook, WebhookHealth, WebhookMetrics};
 pub use tls::{ServingCertificate, TlsError};
 

@@ -7,7 +7,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
-use super::rules::Violation;
+use super::rules::{Move, Violation};
 use crate::model::machine::MachineData;
 
 /// The policy layers of a webhook: rules evaluated after the machine's, from which the
@@ -228,9 +228,10 @@ impl Policy {
         self.tiers.iter().find(|t| t.name == name)
     }
 
-    /// Checks a phase write (`old` → `new`, already allowed by the machine; `manual` when it
-    /// is a manual transition) against the platform rules, or against one tier's rules when
-    /// `tier` is given. Whatever the layers say, the operator never takes a manual transition.
+    /// Checks a phase write (`old` → `new`, already allowed by the machine, a move of kind
+    /// `kind`) against the platform rules, or against one tier's rules when `tier` is given.
+    /// Whatever the layers say, the operator never takes a manual transition; a person's way
+    /// out of an undeclared value is judged by `manualBy` as a manual transition is.
     ///
     /// # Errors
     /// The [`Violation`] of the first rule broken.
@@ -240,14 +241,14 @@ impl Policy {
         requester: Requester<'_>,
         old: Option<&str>,
         new: Option<&str>,
-        manual: bool,
+        kind: Move,
     ) -> Result<(), Violation> {
         if old == new {
             return Ok(());
         }
         if self.operator.is(requester) {
-            return match (manual, old, new) {
-                (true, Some(old), Some(new)) => Err(Violation::forbidden(format!(
+            return match (kind, old, new) {
+                (Move::Manual, Some(old), Some(new)) => Err(Violation::forbidden(format!(
                     "{old} -> {new} is a manual transition: only people take it, and {} is the operator",
                     requester.describe()
                 ))),
@@ -277,12 +278,17 @@ impl Policy {
                         return forbidden(operator(), format!("move an object to {new}"));
                     }
                 }
-                Rule::ManualBy(people) if manual && !people.include(requester) => {
+                Rule::ManualBy(people) if kind != Move::Engine && !people.include(requester) => {
                     let (old, new) = (old.unwrap_or("(none)"), new.unwrap_or("(none)"));
-                    return forbidden(
-                        people.describe(),
-                        format!("take the manual transition {old} -> {new}"),
-                    );
+                    let what = if kind == Move::Manual {
+                        format!("take the manual transition {old} -> {new}")
+                    } else {
+                        format!(
+                            "move an object out of {old}, which the spec does not declare \
+                             (as a manual transition)"
+                        )
+                    };
+                    return forbidden(people.describe(), what);
                 }
                 Rule::ManualBy(_) => {}
             }

@@ -102,8 +102,8 @@ impl Validator {
                 )));
             }
         }
-        let manual = rules::is_manual(self.machine, old, new);
-        self.policy.evaluate(tier, requester, old, new, manual)
+        let kind = rules::classify(self.machine, old, new);
+        self.policy.evaluate(tier, requester, old, new, kind)
     }
 }
 

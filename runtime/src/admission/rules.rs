@@ -93,18 +93,48 @@ pub fn check(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> Res
     }
 }
 
+/// What kind of move a write of the phase is, as the policy's `manualBy` judges it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Move {
+    /// No move, or one along an edge the engine takes.
+    Engine,
+    /// A manual edge of the machine (`manual: true`): only people take it.
+    Manual,
+    /// A move out of a stored value the spec does not declare (a phase an older spec had and
+    /// this one dropped without `retired:`). No edge says where such an object goes, so a
+    /// person's way out is judged as a manual move (who may take it); the operator may still
+    /// write its drift repair.
+    OutOfUndeclared,
+}
+
+/// The kind of the move `old -> new` (each `None`: no phase), for a move [`check`] allows.
+pub fn classify(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> Move {
+    let (Some(old), Some(new)) = (old, new) else {
+        return Move::Engine;
+    };
+    if old == new {
+        return Move::Engine;
+    }
+    let Some(from) = index_of(machine, old) else {
+        let retired = machine.retired.iter().any(|r| r.name == old);
+        return if retired {
+            Move::Engine
+        } else {
+            Move::OutOfUndeclared
+        };
+    };
+    let manual = index_of(machine, new).is_some_and(|to| {
+        machine
+            .edges
+            .iter()
+            .any(|e| e.from == from && e.to == to && matches!(e.trigger, TriggerData::Manual))
+    });
+    if manual { Move::Manual } else { Move::Engine }
+}
+
 /// Whether `old -> new` is a manual edge of the machine (`manual: true`): only people take it.
 pub fn is_manual(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> bool {
-    let (Some(from), Some(to)) = (
-        old.and_then(|o| index_of(machine, o)),
-        new.and_then(|n| index_of(machine, n)),
-    ) else {
-        return false;
-    };
-    machine
-        .edges
-        .iter()
-        .any(|e| e.from == from && e.to == to && matches!(e.trigger, TriggerData::Manual))
+    classify(machine, old, new) == Move::Manual
 }
 
 /// The message of a move that is not an edge, word for word the CEL rule's.
@@ -202,6 +232,31 @@ mod tests {
         assert_eq!(reason(None, Some("Starting")), Some(NOT_SUPPORTED));
         // Staying on an undeclared value is not a write of it.
         assert_eq!(reason(Some("Paused"), Some("Paused")), None);
+    }
+
+    #[test]
+    fn a_way_out_of_an_undeclared_value_is_judged_as_a_manual_move_and_a_retired_name_is_not() {
+        assert_eq!(
+            classify(&MACHINE, Some("Paused"), Some("Pending")),
+            Move::OutOfUndeclared
+        );
+        assert_eq!(
+            classify(&MACHINE, Some("Starting"), Some("Running")),
+            Move::Engine
+        );
+        assert_eq!(
+            classify(&MACHINE, Some("Paused"), Some("Paused")),
+            Move::Engine
+        );
+        assert_eq!(
+            classify(&MACHINE, Some("Failed"), Some("Pending")),
+            Move::Manual
+        );
+        assert_eq!(
+            classify(&MACHINE, Some("Pending"), Some("Running")),
+            Move::Engine
+        );
+        assert_eq!(classify(&MACHINE, None, Some("Pending")), Move::Engine);
     }
 
     #[test]

@@ -358,3 +358,68 @@ async fn a_gate_only_people_open_is_no_first_phase_and_only_approvers_open_it() 
     operator.stop().await;
     registration.remove().await;
 }
+
+/// A Guarded object with `status.phase` set to `phase` by `api`'s user, as `kubectl fsm move`
+/// writes it with field manager `manager`.
+async fn move_guarded(
+    api: &Api<Guarded>,
+    name: &str,
+    phase: &str,
+    manager: &str,
+) -> Result<Guarded, kube::Error> {
+    let params = PatchParams {
+        field_manager: Some(manager.to_owned()),
+        ..PatchParams::default()
+    };
+    let patch = Patch::Merge(json!({ "status": { "phase": phase } }));
+    api.patch_status(name, &params, &patch).await
+}
+
+#[tokio::test]
+async fn the_way_out_of_a_phase_the_spec_dropped_is_taken_only_by_the_people_manual_by_names() {
+    let Some(admin) = client("manual::undeclared").await else {
+        return;
+    };
+    install_crds(&admin).await;
+    let ns = admission::namespace(&admin, "manual-undeclared", &[]).await;
+    let api: Api<Guarded> = Api::namespaced(admin.clone(), &ns);
+    // Stored under an older spec, which had an `Archived` phase this one dropped without
+    // `retired:` (so no edge says where such an object goes).
+    for name in ["g", "h"] {
+        api.create(&PostParams::default(), &Guarded::new(name, GuardedSpec {}))
+            .await
+            .expect("create");
+        cluster::hand_edit(&api, name, json!({ "phase": "Archived" })).await;
+    }
+    let mut policy = sre_policy();
+    policy.platform = vec![Rule::ManualBy(People {
+        users: Vec::new(),
+        groups: vec!["approvers".to_owned()],
+    })];
+    let probe = Guarded::new(PROBE, GuardedSpec {});
+    let registration = admission::serve(&admin, &ns, probe, policy, FailurePolicy::Fail).await;
+    let tenant = client_as("tenant", &["system:masters"]).await;
+    let as_tenant: Api<Guarded> = Api::namespaced(tenant, &ns);
+    let approver = client_as("ana", &["approvers", "system:masters"]).await;
+    let as_approver: Api<Guarded> = Api::namespaced(approver, &ns);
+
+    let message = match move_guarded(&as_tenant, "g", "Active", "kubectl-fsm").await {
+        Err(kube::Error::Api(status)) if status.code == 422 => status.message,
+        other => panic!("expected the webhook's refusal, got {other:?}"),
+    };
+    assert!(
+        message.contains(
+            "only group approvers may move an object out of Archived, which the spec does not \
+             declare (as a manual transition); user tenant (field manager kubectl-fsm) may not"
+        ),
+        "{message}"
+    );
+    move_guarded(&as_approver, "g", "Active", "kubectl-fsm")
+        .await
+        .expect("an approver takes it out");
+    // The operator's drift repair is no manual move.
+    move_guarded(&api, "h", "Active", "kube-fsm")
+        .await
+        .expect("the operator writes its repair");
+    registration.remove().await;
+}

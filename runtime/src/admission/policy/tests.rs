@@ -30,7 +30,7 @@ const HUMAN: Requester<'static> = Requester {
 fn the_platform_reserves_a_phase_for_the_operator() {
     let policy = policy();
     let err = policy
-        .evaluate(None, HUMAN, Some("Running"), Some("Failed"), false)
+        .evaluate(None, HUMAN, Some("Running"), Some("Failed"), Move::Engine)
         .unwrap_err();
     assert_eq!(
         err.message,
@@ -39,12 +39,18 @@ fn the_platform_reserves_a_phase_for_the_operator() {
     );
     assert!(
         policy
-            .evaluate(None, OPERATOR, Some("Running"), Some("Failed"), false)
+            .evaluate(
+                None,
+                OPERATOR,
+                Some("Running"),
+                Some("Failed"),
+                Move::Engine
+            )
             .is_ok()
     );
     assert!(
         policy
-            .evaluate(None, HUMAN, Some("Pending"), Some("Running"), false)
+            .evaluate(None, HUMAN, Some("Pending"), Some("Running"), Move::Engine)
             .is_ok()
     );
 }
@@ -55,22 +61,28 @@ fn a_restricted_tier_leaves_the_phase_to_the_operator() {
     let tier = policy.tier("restricted");
     assert!(
         policy
-            .evaluate(tier, HUMAN, Some("Pending"), Some("Running"), false)
+            .evaluate(tier, HUMAN, Some("Pending"), Some("Running"), Move::Engine)
             .is_err()
     );
     assert!(
         policy
-            .evaluate(tier, HUMAN, None, Some("Pending"), false)
+            .evaluate(tier, HUMAN, None, Some("Pending"), Move::Engine)
             .is_err()
     );
     assert!(
         policy
-            .evaluate(tier, HUMAN, Some("Pending"), Some("Pending"), false)
+            .evaluate(tier, HUMAN, Some("Pending"), Some("Pending"), Move::Engine)
             .is_ok()
     );
     assert!(
         policy
-            .evaluate(tier, OPERATOR, Some("Pending"), Some("Running"), false)
+            .evaluate(
+                tier,
+                OPERATOR,
+                Some("Pending"),
+                Some("Running"),
+                Move::Engine
+            )
             .is_ok()
     );
 }
@@ -144,7 +156,7 @@ fn manual_transitions_are_taken_by_the_people_named_and_never_by_the_operator() 
         user: "bob",
         ..HUMAN
     };
-    let retry = |who| policy.evaluate(None, who, Some("Failed"), Some("Pending"), true);
+    let retry = |who| policy.evaluate(None, who, Some("Failed"), Some("Pending"), Move::Manual);
     assert_eq!(retry(on_call), Ok(()), "a member of the group");
     assert_eq!(retry(bob), Ok(()), "a user named");
     assert_eq!(
@@ -159,13 +171,32 @@ fn manual_transitions_are_taken_by_the_people_named_and_never_by_the_operator() 
     );
     // Without a `manualBy` rule anyone but the operator may; other moves are not its business.
     assert_eq!(
-        Policy::default().evaluate(None, HUMAN, Some("Failed"), Some("Pending"), true),
+        Policy::default().evaluate(None, HUMAN, Some("Failed"), Some("Pending"), Move::Manual),
         Ok(())
     );
     assert_eq!(
-        policy.evaluate(None, HUMAN, Some("Pending"), Some("Running"), false),
+        policy.evaluate(None, HUMAN, Some("Pending"), Some("Running"), Move::Engine),
         Ok(())
     );
+    // A person's way out of a value the spec does not declare is judged as a manual move;
+    // the operator's drift repair is not one.
+    let out = |who| {
+        policy.evaluate(
+            None,
+            who,
+            Some("Archived"),
+            Some("Pending"),
+            Move::OutOfUndeclared,
+        )
+    };
+    assert_eq!(out(on_call), Ok(()));
+    assert_eq!(
+        out(HUMAN).unwrap_err().message,
+        "on this platform, only user bob, group sre may move an object out of Archived, which \
+         the spec does not declare (as a manual transition); user alice (field manager \
+         kubectl-edit) may not"
+    );
+    assert_eq!(out(OPERATOR), Ok(()));
     let mut nobody = sre_only();
     nobody.platform = vec![Rule::ManualBy(People::default())];
     assert_eq!(
