@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use kube::CustomResourceExt;
 
 use super::conversion::CONVERT_PATH;
-use super::policy::Policy;
+use super::policy::{Policy, Tier};
 
 /// The path of the machine's (and the platform layer's) webhook.
 pub const PATH: &str = "/validate";
@@ -94,7 +94,9 @@ impl WebhookOptions {
 /// status subresource where status is one (the API server drops status from creates and
 /// updates of the resource itself then), else creates and updates of the resource. So
 /// creates, deletions, finalizer removals and label changes never wait for the webhook,
-/// even while it is down under `Fail`.
+/// even while it is down under `Fail` — except in a layer with `pauseBy` or
+/// `requestReconcileBy` rules, whose webhook also reviews creates and updates of the resource
+/// itself (where the annotations they guard are edited).
 pub fn validating_webhook_configuration<K: CustomResourceExt>(
     options: &WebhookOptions,
     policy: &Policy,
@@ -129,13 +131,27 @@ pub fn validating_webhook_configuration_for(
             scope: Some(spec.scope.clone()),
         })
     };
-    let rules: Vec<RuleWithOperations> = [
-        rule(served(true), &["UPDATE"], format!("{plural}/status")),
-        rule(served(false), &["CREATE", "UPDATE"], plural.clone()),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    // A layer with rules on the annotations that steer the engine also reviews writes of the
+    // resource itself, where annotations are edited (so its creates and updates then wait for
+    // the webhook too).
+    let rules = |tier: Option<&Tier>| -> Vec<RuleWithOperations> {
+        let resource = if policy.guards_steering(tier) {
+            spec.versions
+                .iter()
+                .filter(|v| v.served)
+                .map(|v| v.name.clone())
+                .collect()
+        } else {
+            served(false)
+        };
+        [
+            rule(served(true), &["UPDATE"], format!("{plural}/status")),
+            rule(resource, &["CREATE", "UPDATE"], plural.clone()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    };
     let suffix = format!("{plural}.{}", spec.group);
     // Labels are edited through the resource itself, which no webhook reviews: with policy
     // rules, or the operator's own status fields guarded (a named operator), an object
@@ -153,23 +169,26 @@ pub fn validating_webhook_configuration_for(
             "the webhook's objectSelector is not used: removing the label would skip the policy"
         );
     }
-    let webhook =
-        |name: String, path: String, namespaces: Option<LabelSelector>| ValidatingWebhook {
-            name,
-            client_config: client_config(options, &path),
-            rules: Some(rules.clone()),
-            failure_policy: Some(format!("{:?}", options.failure_policy)),
-            timeout_seconds: Some(options.timeout_seconds),
-            side_effects: "None".to_owned(),
-            admission_review_versions: vec!["v1".to_owned()],
-            namespace_selector: namespaces,
-            object_selector: object_selector.clone(),
-            ..ValidatingWebhook::default()
-        };
+    let webhook = |name: String,
+                   path: String,
+                   namespaces: Option<LabelSelector>,
+                   tier: Option<&Tier>| ValidatingWebhook {
+        name,
+        client_config: client_config(options, &path),
+        rules: Some(rules(tier)),
+        failure_policy: Some(format!("{:?}", options.failure_policy)),
+        timeout_seconds: Some(options.timeout_seconds),
+        side_effects: "None".to_owned(),
+        admission_review_versions: vec!["v1".to_owned()],
+        namespace_selector: namespaces,
+        object_selector: object_selector.clone(),
+        ..ValidatingWebhook::default()
+    };
     let mut webhooks = vec![webhook(
         format!("phase.{suffix}"),
         PATH.to_owned(),
         options.namespace_selector.clone(),
+        None,
     )];
     for tier in &policy.tiers {
         webhooks.push(webhook(
@@ -179,6 +198,7 @@ pub fn validating_webhook_configuration_for(
                 &tier.namespace_selector,
                 options.namespace_selector.as_ref(),
             )),
+            Some(tier),
         ));
     }
     ValidatingWebhookConfiguration {
@@ -314,6 +334,39 @@ mod tests {
         assert_eq!(rules[0].resources.as_deref().unwrap(), ["tasks/status"]);
         assert_eq!(rules[0].operations.as_deref().unwrap(), ["UPDATE"]);
         assert_eq!(rules[0].api_versions.as_deref().unwrap(), ["v1"]);
+    }
+
+    #[test]
+    fn a_layer_guarding_the_steering_annotations_also_reviews_the_resource_itself() {
+        let options = WebhookOptions::new(Endpoint::Url("https://127.0.0.1:9443/".into()));
+        let policy: Policy = serde_json::from_value(serde_json::json!({
+            "operator": { "users": ["system:serviceaccount:ns:op"] },
+            "tiers": [{
+                "name": "restricted",
+                "namespaceSelector": { "matchLabels": { "tier": "restricted" } },
+                "rules": [{ "pauseBy": { "groups": ["sre"] } }],
+            }],
+        }))
+        .unwrap();
+        let webhooks = validating_webhook_configuration::<Task>(&options, &policy)
+            .webhooks
+            .unwrap();
+        let resources = |i: usize| -> Vec<String> {
+            webhooks[i]
+                .rules
+                .iter()
+                .flatten()
+                .flat_map(|r| r.resources.clone().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            resources(0),
+            ["tasks/status"],
+            "the platform has no such rule"
+        );
+        assert_eq!(resources(1), ["tasks/status", "tasks"]);
+        let operations = webhooks[1].rules.as_ref().unwrap()[1].operations.clone();
+        assert_eq!(operations.unwrap(), ["CREATE", "UPDATE"]);
     }
 
     #[test]

@@ -34,6 +34,7 @@ mod policy;
 mod review;
 mod rules;
 mod server;
+mod steering;
 mod tls;
 
 pub use configuration::{

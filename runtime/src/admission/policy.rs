@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
 use super::rules::{Move, Violation};
+use super::steering::{self, Steer};
 use crate::model::machine::MachineData;
 
 /// The policy layers of a webhook: rules evaluated after the machine's, from which the
@@ -20,6 +21,7 @@ use crate::model::machine::MachineData;
 /// platform:                        # every namespace the webhook covers
 ///   - onlyOperatorEnters: [Failed]
 ///   - manualBy: { groups: [sre] }    # who may take the spec's manual transitions
+///   - pauseBy: { groups: [sre] }     # who may pause, resume or skip cleanup
 /// tiers:                           # namespaces picked by a label selector
 ///   - name: restricted
 ///     namespaceSelector: { matchLabels: { tier: restricted } }
@@ -84,6 +86,13 @@ pub enum Rule {
     /// Only these people take the spec's manual transitions (`manual: true`). The operator
     /// never takes one, whatever the policy says.
     ManualBy(People),
+    /// Only these people (and the operator) pause or resume an object, or let a deleted one
+    /// go without its cleanup: the annotations `kube-fsm.dev/paused` and
+    /// `kube-fsm.dev/skip-cleanup`, set, changed or removed (also on create).
+    PauseBy(People),
+    /// Only these people (and the operator) ask for a reconcile now: the annotation
+    /// `kube-fsm.dev/reconcile-requested-at`.
+    RequestReconcileBy(People),
 }
 
 /// People, by authenticated user name or group: a request matches when its user is one of
@@ -158,11 +167,11 @@ pub enum PolicyError {
     /// A tier's name is not a DNS label, or two tiers share it.
     #[error("tier name {0:?} must be a unique DNS label (lower-case letters, digits and '-')")]
     TierName(String),
-    /// A `manualBy` rule names no user and no group.
+    /// A `manualBy`, `pauseBy` or `requestReconcileBy` rule names no user and no group.
     #[error(
-        "the policy's manualBy rule names no user and no group: name who may take manual transitions"
+        "the policy's {0} rule names no user and no group: name who may {1} (or drop the rule)"
     )]
-    NobodyNamed,
+    NobodyNamed(&'static str, &'static str),
 }
 
 impl Policy {
@@ -179,11 +188,11 @@ impl Policy {
         let mut any = false;
         for rule in rules {
             any = true;
-            if let Rule::ManualBy(people) = rule
+            if let Some((people, name, what)) = rule.people()
                 && people.users.is_empty()
                 && people.groups.is_empty()
             {
-                return Err(PolicyError::NobodyNamed);
+                return Err(PolicyError::NobodyNamed(name, what));
             }
             if let Rule::OnlyOperatorEnters(phases) = rule
                 && let Some(phase) = phases
@@ -258,12 +267,9 @@ impl Policy {
         let rules = tier.map_or(&self.platform, |t| &t.rules);
         // Who may do what the rule forbids; the message is built only for a refusal.
         let forbidden = |who: String, what: String| {
-            let layer = match tier {
-                Some(tier) => format!("in namespaces of tier {}", tier.name),
-                None => "on this platform".to_owned(),
-            };
             Err(Violation::forbidden(format!(
-                "{layer}, only {who} may {what}; {} may not",
+                "{}, only {who} may {what}; {} may not",
+                layer(tier),
                 requester.describe()
             )))
         };
@@ -290,10 +296,84 @@ impl Policy {
                     };
                     return forbidden(people.describe(), what);
                 }
-                Rule::ManualBy(_) => {}
+                Rule::ManualBy(_) | Rule::PauseBy(_) | Rule::RequestReconcileBy(_) => {}
             }
         }
         Ok(())
+    }
+
+    /// Checks a write that sets, changes or removes the annotations that steer the engine
+    /// (`steered`) against the platform's `pauseBy` and `requestReconcileBy` rules, or one
+    /// tier's. The operator is exempt.
+    ///
+    /// # Errors
+    /// The [`Violation`] of the first rule broken, naming the annotation.
+    pub(crate) fn steering(
+        &self,
+        tier: Option<&Tier>,
+        requester: Requester<'_>,
+        steered: &[steering::Changed],
+    ) -> Result<(), Violation> {
+        if steered.is_empty() || self.operator.is(requester) {
+            return Ok(());
+        }
+        for rule in tier.map_or(&self.platform, |t| &t.rules) {
+            let (people, steer) = match rule {
+                Rule::PauseBy(people) => (people, Steer::Pause),
+                Rule::RequestReconcileBy(people) => (people, Steer::Reconcile),
+                _ => continue,
+            };
+            let Some(changed) = steered.iter().find(|c| c.steer == steer) else {
+                continue;
+            };
+            if !people.include(requester) {
+                let (_, _, what) = rule.people().expect("a rule naming people");
+                return Err(Violation::forbidden(format!(
+                    "{}, only {} may {what} (annotation {}); {} may not",
+                    layer(tier),
+                    people.describe(),
+                    changed.key,
+                    requester.describe()
+                ))
+                .of(changed.field));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the layer (`tier`, or the platform's) has rules on the annotations that steer
+    /// the engine, so that its webhook must review writes of the resource itself (where
+    /// annotations are edited), not only of its status.
+    pub fn guards_steering(&self, tier: Option<&Tier>) -> bool {
+        tier.map_or(&self.platform, |t| &t.rules)
+            .iter()
+            .any(|r| matches!(r, Rule::PauseBy(_) | Rule::RequestReconcileBy(_)))
+    }
+}
+
+impl Rule {
+    /// The people a rule names, its YAML name and what it lets them do.
+    fn people(&self) -> Option<(&People, &'static str, &'static str)> {
+        match self {
+            Rule::ManualBy(people) => Some((people, "manualBy", "take manual transitions")),
+            Rule::PauseBy(people) => Some((
+                people,
+                "pauseBy",
+                "pause or resume an object, or skip its cleanup",
+            )),
+            Rule::RequestReconcileBy(people) => {
+                Some((people, "requestReconcileBy", "ask for a reconcile now"))
+            }
+            Rule::OnlyOperatorMovesPhase | Rule::OnlyOperatorEnters(_) => None,
+        }
+    }
+}
+
+/// Where a layer's rules apply, for messages.
+fn layer(tier: Option<&Tier>) -> String {
+    match tier {
+        Some(tier) => format!("in namespaces of tier {}", tier.name),
+        None => "on this platform".to_owned(),
     }
 }
 

@@ -1,15 +1,18 @@
 //! One `AdmissionReview` in, one out: the machine's rules, the machine's own status fields
 //! (only the operator writes them, when the policy names it: see `owned`), then the policy's
-//! layer, on the phase before and after the write. Pure: the server does the I/O.
+//! layer, on the phase before and after the write and on the annotations that steer the
+//! engine (`steering`). Pure: the server does the I/O.
+
+use std::collections::BTreeMap;
 
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use kube::core::{DynamicObject, Status};
 use serde_json::Value;
 
-use super::owned;
 use super::policy::{Policy, PolicyError, Requester, Tier};
 use super::rules::{self, NOT_SUPPORTED, PHASE_FIELD, Violation};
+use super::{owned, steering};
 use crate::model::machine::{MachineData, Phase};
 use crate::model::state_machine::StateMachine;
 
@@ -99,12 +102,23 @@ impl Validator {
                     changed.join(", "),
                     self.machine.kind,
                     requester.describe()
-                )));
+                ))
+                .of("status"));
             }
         }
         let kind = rules::classify(self.machine, old, new);
-        self.policy.evaluate(tier, requester, old, new, kind)
+        self.policy.evaluate(tier, requester, old, new, kind)?;
+        let steered = steering::changed(
+            annotations_of(request.old_object.as_ref()),
+            annotations_of(request.object.as_ref()),
+        );
+        self.policy.steering(tier, requester, &steered)
     }
+}
+
+/// The annotations of an object, if it has any.
+fn annotations_of(object: Option<&DynamicObject>) -> Option<&BTreeMap<String, String>> {
+    object.and_then(|o| o.metadata.annotations.as_ref())
 }
 
 /// The `status` of an object, if it has one.
@@ -126,6 +140,7 @@ fn phase_of(object: Option<&DynamicObject>) -> Result<Option<&str>, Violation> {
         other => Err(Violation {
             reason: NOT_SUPPORTED,
             message: format!("status.phase must be a string, not {other}"),
+            field: PHASE_FIELD,
         }),
     }
 }
@@ -151,7 +166,7 @@ fn deny(
             causes: vec![StatusCause {
                 reason: violation.reason.to_owned(),
                 message: violation.message,
-                field: PHASE_FIELD.to_owned(),
+                field: violation.field.to_owned(),
             }],
             uid: String::new(),
             retry_after_seconds: 0,

@@ -19,15 +19,25 @@ pub struct Violation {
     /// What the client sees, after the API server's `admission webhook "…" denied the
     /// request: `.
     pub message: String,
+    /// The field refused: [`PHASE_FIELD`] but for the machine's other status fields and the
+    /// annotations that steer the engine.
+    pub field: &'static str,
 }
 
 impl Violation {
-    /// A `FieldValueForbidden` violation.
+    /// A `FieldValueForbidden` violation of `status.phase`.
     pub fn forbidden(message: String) -> Self {
         Self {
             reason: FORBIDDEN,
             message,
+            field: PHASE_FIELD,
         }
+    }
+
+    /// The same violation, of `field`.
+    #[must_use]
+    pub fn of(self, field: &'static str) -> Self {
+        Self { field, ..self }
     }
 }
 
@@ -51,6 +61,7 @@ pub fn check(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> Res
             return Err(Violation {
                 reason: REQUIRED,
                 message: PHASE_REMOVED.to_owned(),
+                field: PHASE_FIELD,
             });
         }
         (Some(old), Some(new)) if old == new => return Ok(()),
@@ -60,6 +71,7 @@ pub fn check(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> Res
         return Err(Violation {
             reason: NOT_SUPPORTED,
             message: unsupported(machine, new),
+            field: PHASE_FIELD,
         });
     };
     let Some(old) = old else {

@@ -20,6 +20,7 @@ mod pause;
 mod prometheus;
 mod rbac;
 mod sharding;
+mod steering;
 mod versions;
 mod webhook_certificate;
 mod webhook_flood;

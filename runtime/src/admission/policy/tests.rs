@@ -201,7 +201,10 @@ fn manual_transitions_are_taken_by_the_people_named_and_never_by_the_operator() 
     nobody.platform = vec![Rule::ManualBy(People::default())];
     assert_eq!(
         nobody.check(&crate::admission::tests_support::MACHINE),
-        Err(PolicyError::NobodyNamed)
+        Err(PolicyError::NobodyNamed(
+            "manualBy",
+            "take manual transitions"
+        ))
     );
 }
 
@@ -219,4 +222,45 @@ fn a_manual_by_rule_reads_from_yaml() {
             groups: vec!["sre".into()]
         })]
     );
+}
+
+#[test]
+fn who_may_steer_the_engine_by_annotation_is_the_rules_business_and_never_the_operators() {
+    use crate::admission::steering::changed;
+    use crate::pure::pause::{PAUSED_ANNOTATION, RECONCILE_ANNOTATION};
+    let policy: Policy = serde_json::from_value(serde_json::json!({
+        "operator": { "fieldManagers": ["kube-fsm"], "trustFieldManagers": true },
+        "platform": [{ "pauseBy": { "groups": ["sre"] } }],
+        "tiers": [{
+            "name": "restricted",
+            "namespaceSelector": { "matchLabels": { "tier": "restricted" } },
+            "rules": [{ "requestReconcileBy": { "users": ["bob"] } }],
+        }],
+    }))
+    .unwrap();
+    let paused = [(PAUSED_ANNOTATION.to_owned(), "true".to_owned())].into();
+    let requested = [(RECONCILE_ANNOTATION.to_owned(), "1".to_owned())].into();
+    let pause = changed(None, Some(&paused));
+    let request = changed(None, Some(&requested));
+    let err = policy.steering(None, HUMAN, &pause).unwrap_err();
+    assert_eq!(
+        err.message,
+        "on this platform, only group sre may pause or resume an object, or skip its cleanup \
+         (annotation kube-fsm.dev/paused); user alice (field manager kubectl-edit) may not"
+    );
+    assert_eq!(err.field, "metadata.annotations[kube-fsm.dev/paused]");
+    assert_eq!(policy.steering(None, OPERATOR, &pause), Ok(()));
+    let sre = ["sre".to_owned()];
+    let on_call = Requester {
+        groups: &sre,
+        ..HUMAN
+    };
+    assert_eq!(policy.steering(None, on_call, &pause), Ok(()));
+    // Each rule guards its own annotations, in its own layer.
+    assert_eq!(policy.steering(None, HUMAN, &request), Ok(()));
+    let tier = policy.tier("restricted");
+    assert!(policy.steering(tier, HUMAN, &request).is_err());
+    assert_eq!(policy.steering(tier, HUMAN, &pause), Ok(()));
+    assert!(policy.guards_steering(None) && policy.guards_steering(tier));
+    assert!(!Policy::default().guards_steering(None));
 }
