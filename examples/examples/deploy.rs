@@ -105,7 +105,12 @@ fn manifests(args: &Args) -> Result<Vec<Manifest>, BoxError> {
             });
         deploy = deploy.webhook(9443, Policy::default(), failure, namespaces);
     }
-    Ok(deploy.args(run).manifests::<Database>(&operator.rbac()))
+    let rbac = operator.rbac();
+    // What least privilege still reaches, because RBAC cannot narrow it: said, not hidden.
+    for line in rbac.reach() {
+        eprintln!("note: {line}");
+    }
+    Ok(deploy.args(run).manifests::<Database>(&rbac))
 }
 
 #[tokio::main] // a kube Client is made inside a runtime, even one never used

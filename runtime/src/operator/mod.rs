@@ -24,6 +24,7 @@ use crate::watch::cache::{Cached, Watched};
 use crate::watch::health::Health;
 
 pub(crate) mod rbac;
+mod reach;
 mod run;
 mod sources;
 
