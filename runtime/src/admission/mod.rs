@@ -41,7 +41,7 @@ pub use configuration::{
     Endpoint, FailurePolicy, PATH, TIER_PATH, WebhookOptions, conversion_webhook,
     validating_webhook_configuration, validating_webhook_configuration_for,
 };
-pub use conversion::{CONVERSION_DATA, CONVERT_PATH, Conversions, Converter};
+pub use conversion::{CONVERSION_DATA, CONVERSION_ERROR, CONVERT_PATH, Conversions, Converter};
 pub use policy::{OperatorIdentity, People, Policy, PolicyError, Requester, Rule, Tier};
 pub use review::Validator;
 pub use rules::{

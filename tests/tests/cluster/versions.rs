@@ -5,13 +5,16 @@
 //! running on `v1` converges objects of both; conversion never changes a status; an illegal
 //! move written through either version is refused. A field only `v1` has survives reads and
 //! edits through `v1alpha1`, and the metadata the machine relies on (labels, annotations,
-//! finalizers, owner references) passes through every version pair.
+//! finalizers, owner references) passes through every version pair. One object that does not
+//! convert fails alone: it reads marked, and everyone's LIST goes on.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use kube_fsm::Step;
 use kube_fsm_testkit::admission::{self, PROBE};
 use kube_fsm_testkit::cluster::{self, wait_phase};
@@ -272,4 +275,116 @@ async fn a_field_only_the_stored_version_has_and_the_metadata_survive_the_older_
         .await
         .expect("drop the finalizer");
     registration.remove().await;
+}
+
+/// The Ticket CRD with `v1`'s spec keeping fields its schema does not name (as a newer CRD,
+/// rolled out before the operator, would store them).
+fn loose_v1_spec() -> CustomResourceDefinition {
+    let mut crd = tickets::crd();
+    for version in &mut crd.spec.versions {
+        let spec = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|root| root.properties.as_mut()?.get_mut("spec"));
+        if version.name == "v1"
+            && let Some(spec) = spec
+        {
+            spec.x_kubernetes_preserve_unknown_fields = Some(true);
+        }
+    }
+    crd
+}
+
+#[tokio::test]
+async fn one_object_that_does_not_convert_fails_alone_not_the_list() {
+    let _one_at_a_time = TICKETS.lock().await;
+    let Some(client) = cluster::client("versions::one_fails_alone").await else {
+        return;
+    };
+    let ns = admission::namespace(&client, "fsm-versions-alone", &[]).await;
+    let probe = v1::Ticket::new(PROBE, v1::TicketSpec::default());
+    let registration =
+        admission::serve_versions(&client, &ns, probe, loose_v1_spec(), tickets::converter()).await;
+    let new: Api<v1::Ticket> = Api::namespaced(client.clone(), &ns);
+    for name in ["a", "b"] {
+        let spec = v1::TicketSpec {
+            summary: name.to_owned(),
+            ..v1::TicketSpec::default()
+        };
+        new.create(&PostParams::default(), &v1::Ticket::new(name, spec))
+            .await
+            .expect("create as v1");
+    }
+    // Stored with a field the operator's types do not know: it cannot be converted to
+    // v1alpha1 without losing it.
+    let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource("v1"));
+    let mut broken = DynamicObject::new("broken", &resource("v1"));
+    broken.data = json!({ "spec": { "summary": "s", "owner": {}, "rollout": "canary" } });
+    raw.create(&PostParams::default(), &broken)
+        .await
+        .expect("create with an unknown field");
+
+    // Listed through v1alpha1: the others convert, the broken one comes marked.
+    let old: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource("v1alpha1"));
+    let listed = old
+        .list(&ListParams::default())
+        .await
+        .expect("the LIST does not fail for one object");
+    let mut marked = Vec::new();
+    for item in &listed.items {
+        let name = item.metadata.name.clone().unwrap_or_default();
+        let mark = item
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(kube_fsm::admission::CONVERSION_ERROR));
+        match mark {
+            Some(why) => marked.push((name, why.clone())),
+            None if name != PROBE => assert_eq!(
+                item.data["spec"]["title"],
+                json!(name),
+                "converted to v1alpha1's words"
+            ),
+            None => {}
+        }
+    }
+    assert_eq!(marked.len(), 1, "{marked:?}");
+    assert_eq!(marked[0].0, "broken");
+    assert!(marked[0].1.contains("rollout"), "{}", marked[0].1);
+    // By name it reads marked too (the API server prunes what v1alpha1's schema lacks); an
+    // edit through v1alpha1 is refused; through v1 it lands.
+    let read = old.get("broken").await.expect("a GET of it");
+    assert!(
+        read.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(kube_fsm::admission::CONVERSION_ERROR)
+    );
+    let label = Patch::Merge(json!({ "metadata": { "labels": { "team": "storage" } } }));
+    let err = old
+        .patch("broken", &PatchParams::default(), &label)
+        .await
+        .expect_err("an edit through v1alpha1");
+    // Refused by v1alpha1's schema (the pruned spec lacks its title) or, past it, by the
+    // mark: either way nothing of the stored spec is written over.
+    let message = format!("{err}");
+    assert!(
+        message.contains("spec.title: Required value")
+            || message.contains("it was read without its conversion"),
+        "{message}"
+    );
+    raw.patch("broken", &PatchParams::default(), &label)
+        .await
+        .expect("an edit through v1");
+    let stored = raw.get("broken").await.expect("read as v1");
+    assert_eq!(stored.data["spec"]["rollout"], "canary", "nothing lost");
+    registration.remove().await;
+}
+
+fn resource(version: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("fsm.example.com", version, "Ticket"),
+        "tickets",
+    )
 }

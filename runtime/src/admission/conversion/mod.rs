@@ -15,6 +15,14 @@
 //!   the conversion, naming the field, instead of being dropped;
 //! - a `From` impl that panics fails the review with its message.
 //!
+//! One object fails alone. The API server converts a list one object at a time and fails the
+//! whole LIST (or WATCH) when one of them fails, so an object read out of the hub (the stored
+//! version) through an older one that does not convert is answered unconverted — its spec as
+//! stored, under the desired `apiVersion` — and marked with the [`CONVERSION_ERROR`]
+//! annotation saying why; everyone else's lists go on. A conversion toward the hub (a write)
+//! still fails with the message, and so does any object carrying that mark (it was never
+//! converted: writing it back would store the wrong version's spec).
+//!
 //! The rule for the `From` impls: map every field the other version also has (renamed or
 //! restructured as you like); a field only one side has is the converter's business.
 
@@ -32,11 +40,31 @@ use serde_json::Value;
 /// The path the API server posts `ConversionReview`s to.
 pub const CONVERT_PATH: &str = "/convert";
 
+/// The annotation that marks an object read through an older version and answered
+/// unconverted, with why its conversion failed: only its `apiVersion` says the desired
+/// version, its spec is as stored. A write of an object carrying it is refused (it would store
+/// that spec in the wrong version).
+pub const CONVERSION_ERROR: &str = "kube-fsm.dev/conversion-error";
+
 /// The annotation that keeps, beside an object converted to an older version, what of the hub's
 /// spec that version cannot hold (the hub's spec, as JSON).
 pub const CONVERSION_DATA: &str = "kube-fsm.dev/conversion-data";
 
 mod lossless;
+
+/// `object` answered as `desired` without converting it: its spec as stored, marked with the
+/// [`CONVERSION_ERROR`] annotation carrying `message` (a conversion may change labels and
+/// annotations, and the API server requires the desired `apiVersion`).
+fn unconverted(mut object: Value, desired: &str, message: &str) -> Value {
+    tracing::warn!(message, "answered one object of a list unconverted");
+    object["apiVersion"] = Value::String(desired.to_owned());
+    let metadata = &mut object["metadata"];
+    if !metadata["annotations"].is_object() {
+        metadata["annotations"] = Value::Object(serde_json::Map::new());
+    }
+    metadata["annotations"][CONVERSION_ERROR] = Value::String(message.to_owned());
+    object
+}
 
 /// One spec, as JSON, into another.
 type Step = Box<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
@@ -217,7 +245,9 @@ impl Converter {
     }
 
     /// Answers one review: every object converted to the desired version, in order, or a
-    /// failure naming the object and both versions (the API server then fails the request).
+    /// failure naming the object and both versions (the API server then fails the request) —
+    /// but an object read through an older version that does not convert is answered
+    /// unconverted and marked ([`CONVERSION_ERROR`]) instead.
     #[must_use]
     pub fn review(&self, review: ConversionReview) -> ConversionReview {
         let request = match ConversionRequest::from_review(review) {
@@ -251,6 +281,14 @@ impl Converter {
             Some(ns) => format!("{ns}/{}", object["metadata"]["name"].as_str().unwrap_or("")),
             None => object["metadata"]["name"].as_str().unwrap_or("").to_owned(),
         };
+        if object["metadata"]["annotations"][CONVERSION_ERROR].is_string() {
+            return Err(format!(
+                "{} {name} carries the {CONVERSION_ERROR} annotation: it was read without its \
+                 conversion, and writing it back would store its spec in the wrong version; \
+                 fix its spec through the stored version",
+                self.kind
+            ));
+        }
         let version = |api: &str| -> Result<String, String> {
             match api.split_once('/') {
                 Some((group, version)) if group == self.group => Ok(version.to_owned()),
@@ -262,31 +300,52 @@ impl Converter {
         };
         let (from, to) = (version(&from_api)?, version(desired)?);
         if from != to {
-            let failed = |err: String| {
-                format!(
-                    "cannot convert {} {name} from {from} to {to}: {err}",
-                    self.kind
-                )
-            };
-            let spec = object
-                .get_mut("spec")
-                .map(Value::take)
-                .unwrap_or(Value::Null);
-            let saved = take_saved(&mut object).map_err(failed)?;
-            let hub = match self.spoke(&from)? {
-                None => spec,
-                Some(spoke) => spoke.up(spec, saved.as_ref()).map_err(failed)?,
-            };
-            let (spec, keep) = match self.spoke(&to)? {
-                None => (hub, None),
-                Some(spoke) => spoke.down(hub).map_err(failed)?,
-            };
-            object["spec"] = spec;
-            if let Some(hub) = keep {
-                save(&mut object, &hub);
+            match self.translate(&object, &from, &to) {
+                Ok(converted) => object = converted,
+                // Read through an older version (out of the hub, which is stored): that
+                // object alone is answered unconverted and marked, so that everyone else's
+                // LIST and WATCH go on (the API server asks one object at a time, and fails a
+                // list with any one of them). Toward the hub (a write), it fails.
+                Err(err) if from == self.hub => {
+                    let message = format!(
+                        "cannot convert {} {name} from {from} to {to}: {err}",
+                        self.kind
+                    );
+                    return Ok(unconverted(object, desired, &message));
+                }
+                Err(err) => {
+                    return Err(format!(
+                        "cannot convert {} {name} from {from} to {to}: {err}",
+                        self.kind
+                    ));
+                }
             }
         }
         object["apiVersion"] = Value::String(desired.to_owned());
+        Ok(object)
+    }
+
+    /// `object` with its spec (and what the conversion keeps beside it) from version `from`
+    /// to `to`, or why it cannot be.
+    fn translate(&self, object: &Value, from: &str, to: &str) -> Result<Value, String> {
+        let mut object = object.clone();
+        let spec = object
+            .get_mut("spec")
+            .map(Value::take)
+            .unwrap_or(Value::Null);
+        let saved = take_saved(&mut object)?;
+        let hub = match self.spoke(from)? {
+            None => spec,
+            Some(spoke) => spoke.up(spec, saved.as_ref())?,
+        };
+        let (spec, keep) = match self.spoke(to)? {
+            None => (hub, None),
+            Some(spoke) => spoke.down(hub)?,
+        };
+        object["spec"] = spec;
+        if let Some(hub) = keep {
+            save(&mut object, &hub);
+        }
         Ok(object)
     }
 

@@ -135,6 +135,33 @@ fn a_spec_that_does_not_read_fails_the_review_naming_object_and_versions() {
     );
 }
 
+#[test]
+fn an_object_read_through_an_older_version_that_does_not_convert_comes_marked_not_failed() {
+    // Stored (in the hub) with a field this operator's types do not know.
+    let mut bad = stored(
+        "example.com/v1",
+        json!({ "summary": "s", "owner": {}, "rollout": "canary" }),
+    );
+    bad["metadata"]["name"] = json!("broken");
+    let marked = converted("example.com/v1alpha1", bad.clone()).expect("answered, not failed");
+    assert_eq!(marked["apiVersion"], "example.com/v1alpha1");
+    assert_eq!(marked["spec"], bad["spec"], "its spec as stored");
+    let why = marked["metadata"]["annotations"][super::CONVERSION_ERROR]
+        .as_str()
+        .unwrap();
+    assert!(
+        why.starts_with("cannot convert Ticket ns/broken from v1 to v1alpha1")
+            && why.contains("spec.rollout"),
+        "{why}"
+    );
+    // Written back through the older version, it is refused: it was never converted.
+    let message = converted("example.com/v1", marked.clone()).unwrap_err();
+    assert!(
+        message.contains("carries the kube-fsm.dev/conversion-error annotation"),
+        "{message}"
+    );
+}
+
 fn converted(desired: &str, object: Value) -> Result<Value, String> {
     let answer = review(desired, vec![object]);
     let response = &answer["response"];

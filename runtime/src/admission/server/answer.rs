@@ -139,10 +139,14 @@ async fn respond(
         Route::Convert(converter) => match serde_json::from_slice(&body) {
             Ok(review) => {
                 let answered = converter.review(review);
-                let failed = answered
-                    .response
-                    .as_ref()
-                    .is_some_and(|r| r.result.is_failure());
+                // Failed, or one object of a list answered unconverted.
+                let failed = answered.response.as_ref().is_some_and(|r| {
+                    r.result.is_failure()
+                        || r.converted_objects.iter().any(|o| {
+                            o["metadata"]["annotations"][crate::admission::CONVERSION_ERROR]
+                                .is_string()
+                        })
+                });
                 let verdict = if failed {
                     Verdict::ConversionFailed
                 } else {

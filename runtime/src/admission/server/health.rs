@@ -158,7 +158,8 @@ struct ReasonLabel {
 ///   included;
 /// - `controller_runtime_webhook_latency_seconds` (`webhook`): the time to answer;
 /// - `kube_fsm_admission_denied_total` (`webhook`): admission reviews refused;
-/// - `kube_fsm_conversion_failures_total`: conversion reviews answered with a failure;
+/// - `kube_fsm_conversion_failures_total`: conversion reviews answered with a failure, or
+///   with an object of a list left unconverted;
 /// - `kube_fsm_webhook_serving`: 1 while it accepts connections with a certificate still
 ///   valid (as [`WebhookHealth::ready`]);
 /// - `kube_fsm_webhook_certificate_errors_total`: certificate reloads that failed (changed
