@@ -42,6 +42,18 @@ struct Cli {
     /// account).
     #[arg(long, global = true)]
     kubeconfig: Option<std::path::PathBuf>,
+    /// Act as this user (impersonation, as kubectl's --as: the kubeconfig's user needs the
+    /// right to impersonate).
+    #[arg(long = "as", value_name = "USER", global = true)]
+    as_user: Option<String>,
+    /// Act in this group too (repeat for more; with --as).
+    #[arg(
+        long = "as-group",
+        value_name = "GROUP",
+        global = true,
+        requires = "as_user"
+    )]
+    as_groups: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -218,13 +230,18 @@ async fn run(cli: Cli) -> Result<String, Error> {
         context: cli.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match &cli.kubeconfig {
+    let mut config = match &cli.kubeconfig {
         Some(path) => {
             Config::from_custom_kubeconfig(Kubeconfig::read_from(path)?, &options).await?
         }
         None if cli.context.is_some() => Config::from_kubeconfig(&options).await?,
         None => Config::infer().await?,
     };
+    if let Some(user) = &cli.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups =
+            (!cli.as_groups.is_empty()).then(|| cli.as_groups.clone());
+    }
     let client = Client::try_from(config)?;
     let namespace = cli
         .namespace

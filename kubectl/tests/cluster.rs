@@ -2,7 +2,8 @@
 //! and explains objects, refuses a move the machine has no edge for (with the API server's own
 //! words), retries a failed Database by its manual edge (the operator converges it and names
 //! `kubectl-fsm` as the writer), pauses, resumes, asks for a reconcile and draws the live
-//! machine.
+//! machine. Behind the webhook's policy, a tenant (`--as`) is refused the manual move and the
+//! pause that a member of `sre` takes.
 
 use std::path::Path;
 use std::time::Duration;
@@ -219,4 +220,83 @@ async fn an_on_call_engineer_explains_retries_pauses_and_draws_a_database() {
         "{said}"
     );
     operator.stop().await;
+}
+
+/// Runs `kubectl-fsm` as `user` in `groups` (impersonated): success and output.
+async fn fsm_as(ns: &str, user: &str, groups: &[&str], args: &[&str]) -> (bool, String) {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--as", user]);
+    for group in groups {
+        all.extend(["--as-group", group]);
+    }
+    fsm(ns, &all).await
+}
+
+#[tokio::test]
+async fn the_webhook_refuses_a_tenant_the_plugins_manual_move_and_pause_and_admits_sre() {
+    use kube_fsm::admission::{FailurePolicy, OperatorIdentity, People, Policy, Rule};
+    use kube_fsm_testkit::admission::{self, PROBE};
+    let Some(client) = cluster::client("kubectl_fsm::policy").await else {
+        return;
+    };
+    cluster::install_crds(&client).await;
+    let ns = admission::namespace(&client, "fsm-plugin-policy", &[]).await;
+    let sre = People {
+        users: Vec::new(),
+        groups: vec!["sre".to_owned()],
+    };
+    let policy = Policy {
+        operator: OperatorIdentity {
+            users: Vec::new(),
+            field_managers: vec!["kube-fsm".to_owned()],
+            trust_field_managers: true,
+        },
+        platform: vec![Rule::ManualBy(sre.clone()), Rule::PauseBy(sre)],
+        tiers: Vec::new(),
+    };
+    let registration =
+        admission::serve(&client, &ns, sample(PROBE), policy, FailurePolicy::Fail).await;
+    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+    api.create(&PostParams::default(), &sample("db"))
+        .await
+        .expect("create");
+    // No operator runs: walked to Failed along the machine's edges by hand.
+    for phase in ["Pending", "Provisioning", "Failed"] {
+        let stored = json!({ "status": { "phase": phase } });
+        api.patch_status("db", &PatchParams::default(), &Patch::Merge(&stored))
+            .await
+            .unwrap_or_else(|e| panic!("{phase}: {e}"));
+    }
+
+    let tenant = ["system:masters"];
+    let (moved, said) = fsm_as(
+        &ns,
+        "tenant",
+        &tenant,
+        &["move", "database/db", "Pending", "--reason", "retry"],
+    )
+    .await;
+    assert!(!moved, "{said}");
+    assert!(
+        said.contains("only group sre may take the manual transition Failed -> Pending"),
+        "{said}"
+    );
+    let (paused, said) = fsm_as(&ns, "tenant", &tenant, &["pause", "database/db"]).await;
+    assert!(!paused, "{said}");
+    assert!(
+        said.contains("only group sre may pause or resume an object"),
+        "{said}"
+    );
+    let on_call = ["sre", "system:masters"];
+    let (moved, said) = fsm_as(
+        &ns,
+        "carol",
+        &on_call,
+        &["move", "database/db", "Pending", "--reason", "retry"],
+    )
+    .await;
+    assert!(moved, "{said}");
+    let (paused, said) = fsm_as(&ns, "carol", &on_call, &["pause", "database/db"]).await;
+    assert!(paused, "{said}");
+    registration.remove().await;
 }
