@@ -35,6 +35,20 @@ pub async fn move_to(
     reason: &str,
 ) -> Result<String, Error> {
     let object = api.get(name).await?;
+    move_from(client, target, api, object, phase, reason).await
+}
+
+/// Moves `object`, as read, to `phase` for `reason`: refused (409) when it changed since.
+async fn move_from(
+    client: &Client,
+    target: &Target,
+    api: &Api<DynamicObject>,
+    object: DynamicObject,
+    phase: &str,
+    reason: &str,
+) -> Result<String, Error> {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let name = name.as_str();
     let value = serde_json::to_value(&object)?;
     let stored = Stored(&value);
     let from = stored.phase();
@@ -124,4 +138,61 @@ pub async fn reconcile(api: &Api<DynamicObject>, name: &str) -> Result<String, E
     let now = Timestamp::now().to_string();
     annotate(api, name, RECONCILE_ANNOTATION, Some(&now)).await?;
     Ok(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{Patch, PatchParams, PostParams};
+    use kube_fsm_testkit::cluster;
+    use kube_fsm_testkit::resources::{Database, sample};
+    use serde_json::json;
+
+    use super::*;
+
+    /// On the real API server: a move decided on an object that someone else changed since
+    /// it was read is refused with the API server's 409, in a sentence, and writes nothing.
+    #[tokio::test]
+    async fn a_move_decided_on_an_object_changed_since_is_refused() {
+        let Some((client, ns)) = cluster::prepare("kubectl_fsm::move_409", "fsm-move-409").await
+        else {
+            return;
+        };
+        let typed: Api<Database> = Api::namespaced(client.clone(), &ns);
+        typed
+            .create(&PostParams::default(), &sample("db"))
+            .await
+            .expect("create");
+        let target = Target::resolve(&client, "databases").await.expect("target");
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &target.resource);
+        let pending = json!({ "status": { "phase": "Pending" } });
+        typed
+            .patch_status("db", &PatchParams::default(), &Patch::Merge(&pending))
+            .await
+            .expect("Pending");
+        let read = api.get("db").await.expect("read");
+        // Someone else writes in between: the object is no longer what the move was decided on.
+        let label = json!({ "metadata": { "labels": { "team": "storage" } } });
+        typed
+            .patch("db", &PatchParams::default(), &Patch::Merge(&label))
+            .await
+            .expect("another writer");
+        let err = move_from(&client, &target, &api, read, "Provisioning", "test")
+            .await
+            .expect_err("a stale move");
+        assert_eq!(
+            err.to_string(),
+            "Database/db changed while it was being moved; look again and retry"
+        );
+        let stored = typed.get("db").await.expect("get");
+        assert_eq!(
+            cluster::phase_of(&stored).as_deref(),
+            Some("Pending"),
+            "nothing written"
+        );
+        // Read again, it moves.
+        let read = api.get("db").await.expect("read");
+        move_from(&client, &target, &api, read, "Provisioning", "test")
+            .await
+            .expect("a fresh move");
+    }
 }
