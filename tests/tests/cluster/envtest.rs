@@ -256,8 +256,13 @@ async fn status_writes_equal_status_changes_and_reconciles_after_convergence_wri
     })
     .await;
     assert!(done.is_some(), "all pipelines succeed");
-    // Pending -> Running (first write, the rule fires in the first step) and Running -> Succeeded.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Pending -> Running (first write, the rule fires in the first step) and Running -> Succeeded:
+    // waited for (a request is counted as it is answered), then counted exactly.
+    let counted = eventually(Duration::from_secs(10), || async {
+        (cluster::requests(&client, &patches).await - before >= 2 * n).then_some(())
+    })
+    .await;
+    assert!(counted.is_some(), "the status writes were counted");
     let converged = cluster::requests(&client, &patches).await;
     assert_eq!(
         converged - before,
