@@ -9,6 +9,7 @@ pub mod canned;
 pub mod cluster;
 pub mod handlers;
 pub mod hold;
+pub mod kstatus;
 pub mod lost;
 pub mod metrics;
 pub mod operator;
