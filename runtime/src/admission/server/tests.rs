@@ -662,3 +662,76 @@ async fn a_connection_is_shut_down_gracefully_at_its_maximum_age() {
         1.0
     );
 }
+
+/// A CA (its PEM) and a client certificate it signed (the certificate's and key's PEM), as the
+/// API server's admission configuration would present.
+fn client_pki() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut leaf = CertificateParams::new(Vec::new()).unwrap();
+    leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = leaf
+        .signed_by(&key, &Issuer::from_params(&ca, &ca_key))
+        .unwrap();
+    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+}
+
+/// A TLS client trusting `ca` that presents the client certificate `cert` with `key`.
+fn connector_with_client_cert(ca: &str, cert: &str, key: &str) -> TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for der in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(der.unwrap()).unwrap();
+    }
+    let chain: Vec<_> = rustls::pki_types::CertificateDer::pem_slice_iter(cert.as_bytes())
+        .map(Result::unwrap)
+        .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .unwrap();
+    TlsConnector::from(Arc::new(config))
+}
+
+#[tokio::test]
+async fn with_a_client_ca_only_clients_it_signed_are_answered() {
+    let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).unwrap();
+    let served_by = certificate.ca_bundle().unwrap().to_owned();
+    let (client_ca, cert, key) = client_pki();
+    let validator = Validator::for_machine(&MACHINE, Policy::default());
+    let webhook = Webhook::bind("127.0.0.1:0".parse().unwrap(), validator, certificate)
+        .await
+        .unwrap()
+        .client_ca(client_ca.as_bytes())
+        .unwrap();
+    let addr = webhook.local_addr();
+    let task = tokio::spawn(webhook.run());
+
+    // The API server's certificate, signed by the CA given: answered.
+    let signed = connector_with_client_cert(&served_by, &cert, &key);
+    let answer = review(&signed, addr).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // No certificate, or one another CA signed: no answer.
+    let (_, other_cert, other_key) = client_pki();
+    for (who, tls) in [
+        ("no certificate", connector(&served_by)),
+        (
+            "another CA's",
+            connector_with_client_cert(&served_by, &other_cert, &other_key),
+        ),
+    ] {
+        // (TLS 1.3: the server's verdict on the client certificate comes after the client's
+        // handshake ends, so it shows as a request that gets no answer.)
+        let answer = try_post(&tls, addr, "POST", PATH, &legal()).await;
+        let answered = answer.is_ok_and(|a| a.starts_with("HTTP/1.1 200"));
+        assert!(!answered, "{who}: answered");
+    }
+    task.abort();
+}
