@@ -44,6 +44,7 @@ use crate::pure::backoff::Failure;
 use crate::pure::decide::{self, IllegalTransition, Position};
 use crate::pure::{message, pause};
 use crate::watch::health::Health;
+use crate::watch::pace::Ticket;
 use crate::watch::scope::Scoped;
 
 /// What a resource type needs to be reconciled by the engine.
@@ -175,9 +176,35 @@ where
     /// in (see [`crate::ha::fence`]): it is cancelled when that holding ends, and its outcome is
     /// dropped once the holding no longer stands (the shard's next holder reconciles the
     /// object).
-    pub async fn reconcile(object: Arc<K>, engine: Arc<Self>) -> Result<Action, ReconcileError> {
+    ///
+    /// Its place in line for a slot ([`crate::watch::pace::Ticket`]) is its object's first
+    /// change since its last reconcile, looked up here, when kube's controller dispatches it:
+    /// waiting reconciles are served in the order their objects changed.
+    pub fn reconcile(
+        object: Arc<K>,
+        engine: Arc<Self>,
+    ) -> impl Future<Output = Result<Action, ReconcileError>> + Send + 'static {
+        let ticket = engine
+            .context
+            .pace()
+            .dispatched(&arrival_key(object.as_ref()));
+        // Unsharded, the reconcile asks for its slot straight away: in line now, so that
+        // kube's order of polling the reconciles it dispatched together does not matter.
+        let ticket = if engine.labeller.is_none() {
+            ticket.enlist()
+        } else {
+            ticket
+        };
+        Self::reconcile_in_line(object, engine, ticket)
+    }
+
+    async fn reconcile_in_line(
+        object: Arc<K>,
+        engine: Arc<Self>,
+        ticket: Ticket,
+    ) -> Result<Action, ReconcileError> {
         let in_flight = match engine.shard_gate(&object).await {
-            Ok(None) => return engine.reconcile_here(&object).await,
+            Ok(None) => return engine.reconcile_here(&object, ticket).await,
             Ok(Some(in_flight)) => in_flight,
             Err(action) => return Ok(action),
         };
@@ -191,7 +218,7 @@ where
                 tracing::info!(object = %object.name_any(), "reconcile cancelled: the object's shard is no longer held");
                 return Ok(Action::await_change());
             }
-            result = fence::under(Some(fence.clone()), engine.reconcile_here(&object)) => result,
+            result = fence::under(Some(fence.clone()), engine.reconcile_here(&object, ticket)) => result,
         };
         match result {
             Err(err) if !fence.holds() => {
@@ -202,8 +229,25 @@ where
         }
     }
 
-    /// The reconcile of an object this replica may reconcile now.
-    async fn reconcile_here(&self, object: &Arc<K>) -> Result<Action, ReconcileError> {
+    /// The reconcile of an object this replica may reconcile now. It first waits for its
+    /// place among the reconciles in flight, in the order the objects changed (kube's
+    /// controller runs every trigger at once; the bound is here, where waiting is first come,
+    /// first served), then goes on with the object as the cache holds it by then.
+    async fn reconcile_here(
+        &self,
+        dispatched: &Arc<K>,
+        ticket: Ticket,
+    ) -> Result<Action, ReconcileError> {
+        let slot = self.context.pace().reconcile(ticket).await;
+        let latest = match self.cache.get() {
+            Some(cache) => match cache.get(&ObjectRef::from_obj(dispatched.as_ref())) {
+                Some(latest) => Some(latest),
+                // Gone from the cache while it waited (deleted): nothing to do.
+                None => return Ok(Action::await_change()),
+            },
+            None => None,
+        };
+        let object = latest.as_ref().unwrap_or(dispatched);
         let cached = object.resource_version();
         if self
             .memory
@@ -225,7 +269,6 @@ where
         if let Some(left) = waiting {
             return Ok(Action::requeue(left));
         }
-        let slot = self.context.pace().reconcile().await;
         if let Some(requeue) = self.unless_served(object) {
             return Ok(requeue.map_or_else(Action::await_change, Action::requeue));
         }
@@ -303,6 +346,16 @@ where
                 .is_some_and(|o| o.meta().uid.as_deref() == Some(uid))
         });
         self.metrics.remembered(self.memory.len());
+        self.context.pace().prune(2 * cache.len() + 64, |key| {
+            let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+            let key = ObjectRef::new(name);
+            let key = if namespace.is_empty() {
+                key
+            } else {
+                key.within(namespace)
+            };
+            cache.get(&key).is_some()
+        });
     }
 
     /// The error policy given to kube's `Controller::run`: per-object backoff by the kind of
@@ -545,4 +598,13 @@ fn check_legal<K: StateMachine>(plan: &Plan<K>) -> Result<(), IllegalTransition>
         }
         _ => Ok(()),
     }
+}
+
+/// The key of an object in the line for slots (`Pace::arrived`): `namespace/name`.
+pub(crate) fn arrival_key<K: Resource>(object: &K) -> String {
+    format!(
+        "{}/{}",
+        object.meta().namespace.as_deref().unwrap_or_default(),
+        object.meta().name.as_deref().unwrap_or_default()
+    )
 }

@@ -102,7 +102,7 @@ impl Context {
             DEFAULT_MANAGER,
             DEFAULT_MANAGER,
             Caches::default(),
-            Pace::default(),
+            Arc::new(Pace::default()),
         )
     }
 
@@ -111,14 +111,14 @@ impl Context {
         reporter: &str,
         field_manager: &str,
         caches: Caches,
-        pace: Pace,
+        pace: Arc<Pace>,
     ) -> Self {
         Context {
             recorder: Recorder::new(client.clone(), Reporter::from(reporter.to_owned())),
             client,
             field_manager: field_manager.to_owned(),
             caches,
-            pace: Arc::new(pace),
+            pace,
             sharding: None,
         }
     }
@@ -152,7 +152,7 @@ impl Context {
     }
 
     /// The pacing of the operator's reconciles and writes.
-    pub(crate) fn pace(&self) -> &Pace {
+    pub(crate) fn pace(&self) -> &Arc<Pace> {
         &self.pace
     }
 

@@ -18,10 +18,14 @@
 //! The decisions ([`Aimd`], [`Bucket`]) are pure and take the time as an argument; [`Pace`]
 //! puts them behind a lock and the waits.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::task::{Context, Poll, Waker};
 use tokio::time::Instant;
 
 /// The shortest time between two decreases: the overload signals of one burst of requests
@@ -170,7 +174,48 @@ impl Bucket {
 #[derive(Debug)]
 pub struct Pace {
     state: Mutex<State>,
-    freed: Notify,
+    /// The next [`Ticket`].
+    tickets: AtomicU64,
+    /// The objects with a change not reconciled yet, with the number of the first such
+    /// change (by `namespace/name`).
+    arrivals: Mutex<HashMap<String, u64>>,
+}
+
+/// A reconcile's place in line for a slot: the ticket of its object's first change since its
+/// last reconcile ([`Pace::arrived`]), or one taken when kube's controller dispatches it.
+/// Waiting reconciles get their slots in the order of their tickets — first come, first
+/// served, as controller-runtime's work queue serves its objects — whatever order kube's
+/// scheduler hands them over in (it reverses the triggers that fall due together).
+/// Dropped before its slot, it leaves the line.
+#[derive(Debug)]
+pub struct Ticket {
+    number: u64,
+    pace: Arc<Pace>,
+    /// In line ([`Ticket::enlist`], or waiting in [`Pace::reconcile`]).
+    enlisted: bool,
+}
+
+impl Ticket {
+    /// Takes its place in line now, before its reconcile first runs: no reconcile with a later
+    /// ticket gets a slot before this one has (or has left the line). For reconciles that go
+    /// straight to [`Pace::reconcile`]; one that may wait on something else first only gets
+    /// in line once it asks for its slot.
+    #[must_use]
+    pub fn enlist(mut self) -> Self {
+        self.pace.state().waiting.entry(self.number).or_insert(None);
+        self.enlisted = true;
+        self
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.enlisted {
+            let mut state = self.pace.state();
+            state.waiting.remove(&self.number);
+            state.wake_first();
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -181,6 +226,9 @@ struct State {
     /// outcome counts (cuts, pauses) until one does.
     overloaded: bool,
     in_flight: usize,
+    /// The reconciles in line for a slot, by ticket number, with what wakes each (none yet:
+    /// enlisted, not yet polled).
+    waiting: BTreeMap<u64, Option<Waker>>,
     paused_until: Option<Instant>,
     writes: Option<Bucket>,
     /// Where the limit is reported (`kube_fsm_concurrency_limit`).
@@ -199,16 +247,18 @@ impl Pace {
     /// `(per_second, burst)`.
     pub fn new(concurrency: Option<usize>, writes: Option<(f64, u32)>) -> Self {
         Pace {
+            tickets: AtomicU64::new(0),
+            arrivals: Mutex::new(HashMap::new()),
             state: Mutex::new(State {
                 aimd: Aimd::new(concurrency),
                 outcomes: Outcomes::default(),
                 overloaded: false,
                 in_flight: 0,
+                waiting: BTreeMap::new(),
                 paused_until: None,
                 writes: writes.map(|(rate, burst)| Bucket::new(rate, burst, Instant::now())),
                 metrics: None,
             }),
-            freed: Notify::new(),
         }
     }
 
@@ -237,30 +287,69 @@ impl Pace {
         self.state().aimd.limit()
     }
 
-    /// Waits for a place among the reconciles in flight (and out a sustained overload's
-    /// `Retry-After` pause).
-    pub async fn reconcile(&self) -> Slot<'_> {
-        loop {
-            let freed = self.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            let pause = {
-                let mut state = self.state();
-                match state.paused_until {
-                    Some(until) if until > Instant::now() => Some(until),
-                    _ => {
-                        if state.in_flight < state.aimd.limit() {
-                            state.in_flight += 1;
-                            return Slot(self);
-                        }
-                        None
-                    }
-                }
-            };
-            match pause {
-                Some(until) => tokio::time::sleep_until(until).await,
-                None => freed.await,
-            }
+    fn number(&self) -> u64 {
+        self.tickets.fetch_add(1, AtomicOrdering::Relaxed)
+    }
+
+    /// A place in line for a slot, after every ticket taken before.
+    #[cfg(test)]
+    pub fn ticket(self: &Arc<Self>) -> Ticket {
+        let number = self.number();
+        self.ticket_numbered(number)
+    }
+
+    fn ticket_numbered(self: &Arc<Self>, number: u64) -> Ticket {
+        Ticket {
+            number,
+            pace: self.clone(),
+            enlisted: false,
+        }
+    }
+
+    fn arrivals(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.arrivals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The object `key` changed (its watch event, on its way to kube's controller): its place
+    /// in line, unless it already has one.
+    pub fn arrived(&self, key: String) {
+        self.arrivals().entry(key).or_insert_with(|| self.number());
+    }
+
+    /// The place in line of a reconcile of `key` dispatched now: its first change's since its
+    /// last reconcile, else a new one (a requeue, a child's change).
+    pub fn dispatched(self: &Arc<Self>, key: &str) -> Ticket {
+        let arrived = self.arrivals().remove(key);
+        let number = arrived.unwrap_or_else(|| self.number());
+        self.ticket_numbered(number)
+    }
+
+    /// Forgets the places of objects `keep` says are gone, once more than `most` are held
+    /// (a change of an object deleted before its reconcile).
+    pub fn prune(&self, most: usize, keep: impl Fn(&str) -> bool) {
+        let mut arrivals = self.arrivals();
+        if arrivals.len() > most {
+            arrivals.retain(|key, _| keep(key));
+        }
+    }
+
+    /// Waits for a place among the reconciles in flight, after every reconcile in line with an
+    /// earlier `ticket` (and out a sustained overload's `Retry-After` pause: one that begins
+    /// while it waits in line is waited out holding the slot).
+    pub async fn reconcile(&self, ticket: Ticket) -> Slot<'_> {
+        self.paused().await;
+        let slot = InLine { pace: self, ticket }.await;
+        self.paused().await;
+        slot
+    }
+
+    /// Waits out a sustained overload's pause, if one is on.
+    async fn paused(&self) {
+        let paused = self.state().paused_until.filter(|&u| u > Instant::now());
+        if let Some(until) = paused {
+            tokio::time::sleep_until(until).await;
         }
     }
 
@@ -303,11 +392,55 @@ impl Pace {
             }
         }
         let limit = state.aimd.limit();
-        if limit != before
-            && let Some(metrics) = &state.metrics
-        {
-            metrics.concurrency_limit(limit);
+        if limit != before {
+            if limit > before {
+                state.wake_first();
+            }
+            if let Some(metrics) = &state.metrics {
+                metrics.concurrency_limit(limit);
+            }
         }
+    }
+}
+
+impl State {
+    /// Wakes the first reconcile in line, if a slot is free for it (one enlisted but not yet
+    /// polled takes it when it is).
+    fn wake_first(&self) {
+        if self.in_flight < self.aimd.limit()
+            && let Some(Some(waker)) = self.waiting.values().next()
+        {
+            waker.wake_by_ref();
+        }
+    }
+}
+
+/// Waiting in line for a slot: granted when one is free and no reconcile with an earlier
+/// ticket is in line; leaves the line when dropped (its ticket does).
+struct InLine<'a> {
+    pace: &'a Pace,
+    ticket: Ticket,
+}
+
+impl<'a> Future for InLine<'a> {
+    type Output = Slot<'a>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Slot<'a>> {
+        let pace = self.pace;
+        let number = self.ticket.number;
+        let mut state = pace.state();
+        let first = state.waiting.keys().next().is_none_or(|&n| n >= number);
+        if first && state.in_flight < state.aimd.limit() {
+            state.waiting.remove(&number);
+            self.ticket.enlisted = false;
+            state.in_flight += 1;
+            // Room for more: the next in line goes on too.
+            state.wake_first();
+            return Poll::Ready(Slot(pace));
+        }
+        state.waiting.insert(number, Some(cx.waker().clone()));
+        self.ticket.enlisted = true;
+        Poll::Pending
     }
 }
 
@@ -317,8 +450,9 @@ pub struct Slot<'a>(&'a Pace);
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        self.0.state().in_flight -= 1;
-        self.0.freed.notify_waiters();
+        let mut state = self.0.state();
+        state.in_flight -= 1;
+        state.wake_first();
     }
 }
 
@@ -450,21 +584,71 @@ mod tests {
 
     #[tokio::test]
     async fn slots_wait_for_the_limit_and_one_retry_after_pauses_nobody() {
-        let pace = Pace::new(Some(2), None);
-        let a = pace.reconcile().await;
-        let _b = pace.reconcile().await;
-        let third = tokio::time::timeout(Duration::from_millis(50), pace.reconcile()).await;
+        let pace = Arc::new(Pace::new(Some(2), None));
+        let a = pace.reconcile(pace.ticket()).await;
+        let _b = pace.reconcile(pace.ticket()).await;
+        let third =
+            tokio::time::timeout(Duration::from_millis(50), pace.reconcile(pace.ticket())).await;
         assert!(third.is_err(), "a third reconcile waits while two run");
         drop(a);
-        let c = tokio::time::timeout(Duration::from_millis(50), pace.reconcile())
+        let c = tokio::time::timeout(Duration::from_millis(50), pace.reconcile(pace.ticket()))
             .await
             .expect("a freed slot is taken");
         drop(c);
         pace.ended(Some(Some(Duration::from_secs(30))));
         assert_eq!(pace.limit(), 2, "one 429 is no sustained overload");
-        tokio::time::timeout(Duration::from_millis(50), pace.reconcile())
+        tokio::time::timeout(Duration::from_millis(50), pace.reconcile(pace.ticket()))
             .await
             .expect("its Retry-After delays its own object only");
+    }
+
+    #[tokio::test]
+    async fn waiting_reconciles_take_freed_slots_in_the_order_they_came() {
+        // Many objects wait at the limit: each gets its slot in turn (as controller-runtime's
+        // work queue), never overtaken, so no object waits behind more than the queue ahead
+        // of it. (A lottery among the waiters left some objects waiting for seconds.)
+        let pace = Arc::new(Pace::new(Some(1), None));
+        let first = pace.reconcile(pace.ticket()).await;
+        let order = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let mut waiting = Vec::new();
+        for i in 0..50 {
+            let (pace, order) = (pace.clone(), order.clone());
+            waiting.push(tokio::spawn(async move {
+                let _slot = pace.reconcile(pace.ticket()).await;
+                order.lock().unwrap().push(i);
+                tokio::task::yield_now().await;
+            }));
+            // Each in the queue before the next comes.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        drop(first);
+        for task in waiting {
+            task.await.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        assert_eq!(order, (0..50).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_cut_limit_admits_no_one_until_enough_slots_are_back_and_a_grown_one_admits_more() {
+        let pace = Arc::new(Pace::new(Some(4), None));
+        let slots: Vec<_> =
+            futures::future::join_all((0..4).map(|_| pace.reconcile(pace.ticket()))).await;
+        // Sustained overload with 4 in flight: the limit halves to 2.
+        for _ in 0..OVERLOAD_RUN {
+            pace.ended(Some(None));
+        }
+        assert_eq!(pace.limit(), 2);
+        let mut slots = slots.into_iter();
+        drop(slots.next());
+        drop(slots.next());
+        let waits =
+            tokio::time::timeout(Duration::from_millis(50), pace.reconcile(pace.ticket())).await;
+        assert!(waits.is_err(), "2 still in flight at a limit of 2");
+        drop(slots.next());
+        tokio::time::timeout(Duration::from_millis(50), pace.reconcile(pace.ticket()))
+            .await
+            .expect("1 in flight at a limit of 2");
     }
 
     #[test]

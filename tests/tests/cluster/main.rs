@@ -8,6 +8,7 @@ mod columns;
 mod drift;
 mod envtest;
 mod events;
+mod fairness;
 mod faults;
 mod handler_context;
 mod kstatus;
