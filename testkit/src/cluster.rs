@@ -78,6 +78,41 @@ pub async fn client_as(user: &str, groups: &[&str]) -> Client {
     Client::try_from(config).expect("client")
 }
 
+/// A client for the current Kubernetes that runs beside the tests' 1.20 server
+/// (`scripts/envtest start --version current`; its kubeconfig named by
+/// `KUBE_FSM_CURRENT_KUBECONFIG`, as `scripts/test` sets it), or `None` after a loud message
+/// when there is none and the run does not require one.
+///
+/// # Panics
+/// When `KUBE_FSM_REQUIRE_CLUSTER=1` and there is none, or it does not answer.
+pub async fn current(test: &str) -> Option<Client> {
+    let path = tool(
+        test,
+        "KUBE_FSM_CURRENT_KUBECONFIG",
+        "scripts/envtest start --version current; export KUBE_FSM_CURRENT_KUBECONFIG=~/.cache/kube-fsm/envtest-current/kubeconfig",
+    )?;
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(&path).expect("the current server's kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("the current server's config");
+    let client = Client::try_from(config).expect("client");
+    match client.apiserver_version().await {
+        Ok(_) => Some(client),
+        Err(err) => {
+            assert!(
+                !required(),
+                "{test}: the current API server does not answer: {err}"
+            );
+            eprintln!("\n*** SKIPPED {test}: the current API server does not answer: {err}\n");
+            None
+        }
+    }
+}
+
 /// What most integration tests start with: a client ([`client`]), the test CRDs installed
 /// ([`install_crds`]) and a fresh namespace named after `prefix` ([`namespace`]).
 pub async fn prepare(test: &str, prefix: &str) -> Option<(Client, String)> {
