@@ -99,12 +99,10 @@ fn broken(name: &str) -> Database {
 }
 
 /// `status.phase` set to `phase` with field manager `manager`, as `kubectl fsm move` writes it.
-async fn move_to(
-    api: &Api<Database>,
-    name: &str,
-    phase: &str,
-    manager: &str,
-) -> Result<Database, kube::Error> {
+async fn move_to<K>(api: &Api<K>, name: &str, phase: &str, manager: &str) -> Result<K, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let params = PatchParams {
         field_manager: Some(manager.to_owned()),
         ..PatchParams::default()
@@ -359,22 +357,6 @@ async fn a_gate_only_people_open_is_no_first_phase_and_only_approvers_open_it() 
     registration.remove().await;
 }
 
-/// A Guarded object with `status.phase` set to `phase` by `api`'s user, as `kubectl fsm move`
-/// writes it with field manager `manager`.
-async fn move_guarded(
-    api: &Api<Guarded>,
-    name: &str,
-    phase: &str,
-    manager: &str,
-) -> Result<Guarded, kube::Error> {
-    let params = PatchParams {
-        field_manager: Some(manager.to_owned()),
-        ..PatchParams::default()
-    };
-    let patch = Patch::Merge(json!({ "status": { "phase": phase } }));
-    api.patch_status(name, &params, &patch).await
-}
-
 #[tokio::test]
 async fn the_way_out_of_a_phase_the_spec_dropped_is_taken_only_by_the_people_manual_by_names() {
     let Some(admin) = client("manual::undeclared").await else {
@@ -403,7 +385,7 @@ async fn the_way_out_of_a_phase_the_spec_dropped_is_taken_only_by_the_people_man
     let approver = client_as("ana", &["approvers", "system:masters"]).await;
     let as_approver: Api<Guarded> = Api::namespaced(approver, &ns);
 
-    let message = match move_guarded(&as_tenant, "g", "Active", "kubectl-fsm").await {
+    let message = match move_to(&as_tenant, "g", "Active", "kubectl-fsm").await {
         Err(kube::Error::Api(status)) if status.code == 422 => status.message,
         other => panic!("expected the webhook's refusal, got {other:?}"),
     };
@@ -414,11 +396,11 @@ async fn the_way_out_of_a_phase_the_spec_dropped_is_taken_only_by_the_people_man
         ),
         "{message}"
     );
-    move_guarded(&as_approver, "g", "Active", "kubectl-fsm")
+    move_to(&as_approver, "g", "Active", "kubectl-fsm")
         .await
         .expect("an approver takes it out");
     // The operator's drift repair is no manual move.
-    move_guarded(&api, "h", "Active", "kube-fsm")
+    move_to(&api, "h", "Active", "kube-fsm")
         .await
         .expect("the operator writes its repair");
     registration.remove().await;
