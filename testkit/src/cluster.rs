@@ -179,35 +179,59 @@ pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) {
     .unwrap_or_else(|| panic!("CRD {name} not established"));
 }
 
-/// The CRD as an older spec's CRD would be: `status.phase` without the enum and length bound
-/// of today's phases, so a phase the spec no longer declares can be stored (API servers before 1.25 run no
-/// CEL rules either).
+/// The CRD as an older spec's CRD would be: `status.phase` without the enum, length bound and
+/// CEL rules of today's phases (an older spec's rules were its own), so a phase the spec no
+/// longer declares can be stored.
 #[must_use]
 pub fn older_spec_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
-        let phase = version
+        let Some(root) = version
             .schema
             .as_mut()
             .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|root| root.properties.as_mut()?.get_mut("status"))
+        else {
+            continue;
+        };
+        without_phase_rules(root);
+        let phase = root
+            .properties
+            .as_mut()
+            .and_then(|p| p.get_mut("status"))
             .and_then(|status| status.properties.as_mut()?.get_mut("phase"));
         if let Some(phase) = phase {
             phase.enum_ = None;
             phase.max_length = None;
+            phase.x_kubernetes_validations = None;
         }
     }
     crd
+}
+
+/// `root` without the machine's CEL rules placed on it (the first-phase rule, whose
+/// `fieldPath` is `.status.phase`).
+fn without_phase_rules(root: &mut JSONSchemaProps) {
+    if let Some(rules) = &mut root.x_kubernetes_validations {
+        rules.retain(|r| r.field_path.as_deref() != Some(".status.phase"));
+        if rules.is_empty() {
+            root.x_kubernetes_validations = None;
+        }
+    }
 }
 
 /// `crd` with a status that takes any fields (as a CRD installed by hand, or by an older
 /// version of an operator, may), so that a status that does not decode can be stored.
 fn loose_status_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
-        let status = version
+        let Some(root) = version
             .schema
             .as_mut()
             .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|root| root.properties.as_mut()?.get_mut("status"));
+        else {
+            continue;
+        };
+        // Such a CRD had none of the machine's rules on the phase either.
+        without_phase_rules(root);
+        let status = root.properties.as_mut().and_then(|p| p.get_mut("status"));
         if let Some(status) = status {
             *status = JSONSchemaProps {
                 type_: Some("object".into()),
