@@ -18,16 +18,19 @@ async fn kubectl_get_shows_phase_and_ready_columns() {
     api.create(&PostParams::default(), &sample("db"))
         .await
         .expect("create");
-    let status = json!({ "status": {
-        "phase": "Running",
-        "conditions": [{
-            "type": "Ready", "status": "True", "reason": "Ready", "message": "",
-            "lastTransitionTime": "2026-01-01T00:00:00Z",
-        }],
-    }});
-    api.patch_status("db", &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("status");
+    // Along the machine's edges (a server that runs the CRD's CEL rules refuses any other way).
+    for phase in ["Pending", "Provisioning", "Running"] {
+        let status = json!({ "status": {
+            "phase": phase,
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "Ready", "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }],
+        }});
+        api.patch_status("db", &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("status");
+    }
 
     let request = http::Request::get(format!(
         "/apis/example.kube-fsm.dev/v1/namespaces/{ns}/databases"

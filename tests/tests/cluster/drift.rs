@@ -92,8 +92,12 @@ async fn a_hand_edited_phase_is_adopted_by_default() {
     wait_phase(&api, "db", "Running").await;
 
     // Running -> Provisioning is not an edge: drift. `drift: adopt` (the default) continues
-    // from Provisioning, whose handler leads back to Running along the spec's edges.
-    hand_edit(&api, "db", "Provisioning").await;
+    // from Provisioning, whose handler leads back to Running along the spec's edges. (A server
+    // that runs the CRD's CEL rules refuses the edit.)
+    if !cluster::hand_edit_unless_refused(&api, "db", json!({ "phase": "Provisioning" })).await {
+        operator.stop().await;
+        return;
+    }
     drift_event(&client, &ns, "continuing from Provisioning (drift: adopt)").await;
     wait_phase(&api, "db", "Running").await;
     let metrics = recorded.text();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube::Api;
 use kube::api::PostParams;
 use kube_fsm::controller::RecordedEvents;
-use kube_fsm_testkit::cluster::{self, eventually, hand_edit, wait_phase};
+use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
 use kube_fsm_testkit::handlers::Databases;
 use kube_fsm_testkit::metrics::Recorded;
 use kube_fsm_testkit::operator::{self, Running};
@@ -28,7 +28,10 @@ async fn reasons_under(policy: RecordedEvents, test: &str, prefix: &str) -> Opti
         .await
         .expect("create");
     wait_phase(&api, "db", "Running").await;
-    hand_edit(&api, "db", json!({ "phase": "Provisioning" })).await;
+    if !cluster::hand_edit_unless_refused(&api, "db", json!({ "phase": "Provisioning" })).await {
+        operator.stop().await;
+        return None;
+    }
     eventually(Duration::from_secs(10), || async {
         (recorded.sum("kube_fsm_drift_total", &[]) >= 1.0).then_some(())
     })

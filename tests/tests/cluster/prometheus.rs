@@ -147,19 +147,21 @@ async fn prometheus_fires_the_near_timeout_and_drift_alerts_and_answers_every_da
     .await
     .expect("create");
     wait_phase(&api, "edited", "Provisioning").await;
-    cluster::hand_edit(&api, "edited", json!({ "phase": "Done" })).await;
-    let drift = eventually(Duration::from_secs(15), || async {
-        prometheus
-            .alert("OverdueDrift", ("action", "adopted"))
-            .await
-            .filter(|alert| alert["state"] == "firing")
-    })
-    .await;
-    assert!(
-        drift.is_some(),
-        "the drift alert did not fire: {:?}",
-        prometheus.alerts().await
-    );
+    // (A server that runs the CRD's CEL rules refuses the edit: no drift to alert on.)
+    if cluster::hand_edit_unless_refused(&api, "edited", json!({ "phase": "Done" })).await {
+        let drift = eventually(Duration::from_secs(15), || async {
+            prometheus
+                .alert("OverdueDrift", ("action", "adopted"))
+                .await
+                .filter(|alert| alert["state"] == "firing")
+        })
+        .await;
+        assert!(
+            drift.is_some(),
+            "the drift alert did not fire: {:?}",
+            prometheus.alerts().await
+        );
+    }
 
     // Every query of the dashboard, over every namespace, returns data.
     let dashboard = Dashboard::new("Overdue").machine::<Overdue>().matchers(job);

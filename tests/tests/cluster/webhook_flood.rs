@@ -241,8 +241,9 @@ async fn every_status_write_is_reviewed_while_a_flood_holds_the_webhooks_connect
         Err(err) => err.to_string(),
         Ok(_) => "admitted".to_owned(),
     };
+    // Refused by the webhook — or first by the CRD's CEL rule, on a server that runs it.
     assert!(
-        message.contains("denied the request"),
+        message.contains("denied the request") || message.contains("status.phase: Forbidden"),
         "an illegal move: {message}"
     );
 }
