@@ -56,7 +56,10 @@ mod lossless;
 /// [`CONVERSION_ERROR`] annotation carrying `message` (a conversion may change labels and
 /// annotations, and the API server requires the desired `apiVersion`).
 fn unconverted(mut object: Value, desired: &str, message: &str) -> Value {
-    tracing::warn!(message, "answered one object of a list unconverted");
+    tracing::warn!(
+        message,
+        "answered an object read through an older version unconverted"
+    );
     object["apiVersion"] = Value::String(desired.to_owned());
     let metadata = &mut object["metadata"];
     if !metadata["annotations"].is_object() {
@@ -302,22 +305,21 @@ impl Converter {
         if from != to {
             match self.translate(&object, &from, &to) {
                 Ok(converted) => object = converted,
-                // Read through an older version (out of the hub, which is stored): that
-                // object alone is answered unconverted and marked, so that everyone else's
-                // LIST and WATCH go on (the API server asks one object at a time, and fails a
-                // list with any one of them). Toward the hub (a write), it fails.
-                Err(err) if from == self.hub => {
+                Err(err) => {
                     let message = format!(
                         "cannot convert {} {name} from {from} to {to}: {err}",
                         self.kind
                     );
-                    return Ok(unconverted(object, desired, &message));
-                }
-                Err(err) => {
-                    return Err(format!(
-                        "cannot convert {} {name} from {from} to {to}: {err}",
-                        self.kind
-                    ));
+                    // Read through an older version (out of the hub, which is stored): that
+                    // object alone is answered unconverted and marked, so that everyone
+                    // else's LIST and WATCH go on (the API server asks one object at a time,
+                    // and fails a list with any one of them). Toward the hub (a write), it
+                    // fails.
+                    return if from == self.hub {
+                        Ok(unconverted(object, desired, &message))
+                    } else {
+                        Err(message)
+                    };
                 }
             }
         }
