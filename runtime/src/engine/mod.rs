@@ -238,6 +238,7 @@ where
         dispatched: &Arc<K>,
         ticket: Ticket,
     ) -> Result<Action, ReconcileError> {
+        let number = ticket.number();
         let slot = self.context.pace().reconcile(ticket).await;
         let latest = match self.cache.get() {
             Some(cache) => match cache.get(&ObjectRef::from_obj(dispatched.as_ref())) {
@@ -293,6 +294,19 @@ where
         match &result {
             Ok(_) => {
                 self.memory.with(object, |e| e.failures = 0);
+                // A transition written: the change it brings back keeps this reconcile's place
+                // in line, so an object goes on through its steps before later objects start
+                // theirs (a machine moves a bounded number of times per outside change).
+                let moved = self
+                    .memory
+                    .read(object, |e| e.accepted.as_ref().map(|(p, _)| p.clone()))
+                    .flatten()
+                    .is_some_and(|now| phase.as_ref() != Some(&PhaseValue::Known(now)));
+                if moved {
+                    self.context
+                        .pace()
+                        .continues(arrival_key(object.as_ref()), number);
+                }
             }
             Err(err) => {
                 let failures = self.memory.read(object, |e| e.failures).unwrap_or(0) + 1;

@@ -199,6 +199,11 @@ pub struct Ticket {
 }
 
 impl Ticket {
+    /// Its number: the lower, the earlier in line.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
     /// Takes its place in line now, before its reconcile first runs: no reconcile with a later
     /// ticket gets a slot before this one has (or has left the line). For reconciles that go
     /// straight to [`Pace::reconcile`]; one that may wait on something else first only gets
@@ -319,6 +324,15 @@ impl Pace {
     /// in line, unless it already has one.
     pub fn arrived(&self, key: String) {
         self.arrivals().entry(key).or_insert_with(|| self.number());
+    }
+
+    /// The next change of `key` (the one a transition just written brings back) keeps the
+    /// place in line `number`, unless an earlier one is already noted.
+    pub fn continues(&self, key: String, number: u64) {
+        self.arrivals()
+            .entry(key)
+            .and_modify(|n| *n = (*n).min(number))
+            .or_insert(number);
     }
 
     /// The place in line of a reconcile of `key` dispatched now: its first change's since its

@@ -223,3 +223,18 @@ fn overload_is_429_and_5xx_with_their_retry_after() {
     let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
     assert_eq!(overload(&kube::Error::Service(Box::new(refused))), None);
 }
+
+#[test]
+fn a_transition_keeps_its_objects_place_for_the_change_it_brings_back() {
+    let pace = Arc::new(Pace::new(Some(1), None));
+    pace.arrived("ns/a".to_owned());
+    let a = pace.dispatched("ns/a");
+    pace.arrived("ns/b".to_owned());
+    // a's transition was written: its change comes back, and keeps a's place, before b.
+    pace.continues("ns/a".to_owned(), a.number());
+    pace.arrived("ns/a".to_owned());
+    let again = pace.dispatched("ns/a");
+    let b = pace.dispatched("ns/b");
+    assert_eq!(again.number(), a.number());
+    assert!(again.number() < b.number());
+}
