@@ -299,7 +299,7 @@ where
                 // theirs (a machine moves a bounded number of times per outside change).
                 let moved = self
                     .memory
-                    .read(object, |e| e.accepted.as_ref().map(|(p, _)| p.clone()))
+                    .read(object, |e| e.accepted.as_ref().map(|(p, _)| *p))
                     .flatten()
                     .is_some_and(|now| phase.as_ref() != Some(&PhaseValue::Known(now)));
                 if moved {
