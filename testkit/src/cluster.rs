@@ -291,6 +291,14 @@ pub async fn hand_edit<K>(api: &Api<K>, name: &str, status: serde_json::Value)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    patch_by_hand(api, name, status).await.expect("hand edit");
+}
+
+/// The status patch of a hand edit (field manager `hand-edit`), as the API server answered it.
+async fn patch_by_hand<K>(api: &Api<K>, name: &str, status: serde_json::Value) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let params = kube::api::PatchParams {
         field_manager: Some("hand-edit".into()),
         ..kube::api::PatchParams::default()
@@ -298,7 +306,6 @@ where
     let patch = serde_json::json!({ "status": status });
     api.patch_status(name, &params, &kube::api::Patch::Merge(&patch))
         .await
-        .expect("hand edit");
 }
 
 /// Whether the API server runs CRDs' CEL validation rules (`x-kubernetes-validations`, on by
@@ -333,15 +340,7 @@ pub async fn hand_edit_unless_refused<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let params = kube::api::PatchParams {
-        field_manager: Some("hand-edit".into()),
-        ..kube::api::PatchParams::default()
-    };
-    let patch = serde_json::json!({ "status": status });
-    match api
-        .patch_status(name, &params, &kube::api::Patch::Merge(&patch))
-        .await
-    {
+    match patch_by_hand(api, name, status).await {
         Ok(_) => true,
         Err(kube::Error::Api(refused))
             if refused.code == 422 && refused.message.contains("status.phase: Forbidden") =>

@@ -318,16 +318,17 @@ impl Policy {
             return Ok(());
         }
         for rule in tier.map_or(&self.platform, |t| &t.rules) {
-            let (people, steer) = match rule {
-                Rule::PauseBy(people) => (people, Steer::Pause),
-                Rule::RequestReconcileBy(people) => (people, Steer::Reconcile),
+            let steer = match rule {
+                Rule::PauseBy(_) => Steer::Pause,
+                Rule::RequestReconcileBy(_) => Steer::Reconcile,
                 _ => continue,
             };
-            let Some(changed) = steered.iter().find(|c| c.steer == steer) else {
+            let (Some(changed), Some((people, _, what))) =
+                (steered.iter().find(|c| c.steer == steer), rule.people())
+            else {
                 continue;
             };
             if !people.include(requester) {
-                let (_, _, what) = rule.people().expect("a rule naming people");
                 return Err(Violation::forbidden(format!(
                     "{}, only {} may {what} (annotation {}); {} may not",
                     layer(tier),

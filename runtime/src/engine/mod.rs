@@ -361,14 +361,7 @@ where
         });
         self.metrics.remembered(self.memory.len());
         self.context.pace().prune(2 * cache.len() + 64, |key| {
-            let (namespace, name) = key.split_once('/').unwrap_or(("", key));
-            let key = ObjectRef::new(name);
-            let key = if namespace.is_empty() {
-                key
-            } else {
-                key.within(namespace)
-            };
-            cache.get(&key).is_some()
+            cache.get(&arrival_ref(key)).is_some()
         });
     }
 
@@ -611,6 +604,17 @@ fn check_legal<K: StateMachine>(plan: &Plan<K>) -> Result<(), IllegalTransition>
             })
         }
         _ => Ok(()),
+    }
+}
+
+/// The object an [`arrival_key`] names.
+fn arrival_ref<K: Resource<DynamicType = ()>>(key: &str) -> ObjectRef<K> {
+    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+    let object = ObjectRef::new(name);
+    if namespace.is_empty() {
+        object
+    } else {
+        object.within(namespace)
     }
 }
 
