@@ -254,6 +254,12 @@ where
             .memory
             .with(object, |e| e.versions.is_stale(cached.as_deref()))
         {
+            // The cache is behind this engine's own write: the change that write brings back
+            // keeps this reconcile's place in line (the echo of an earlier write of the same
+            // step, its finalizer, often arrives first).
+            self.context
+                .pace()
+                .continues(arrival_key(object.as_ref()), number);
             return Ok(Action::await_change());
         }
         let key = ObjectRef::from_obj(object.as_ref());
