@@ -6,6 +6,10 @@
 //!   again and again;
 //! - `Reconciling` (abnormal-true): it is still converging — not stalled, not terminal, not
 //!   ready (by `ready:`, or by the handlers' own `Ready`).
+//!
+//! The two abnormal-true conditions are present only while true (removed, not set to `False`),
+//! as Flux's controllers keep them: kstatus reads an absent one as false, and the status every
+//! write carries stays small.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
@@ -97,8 +101,9 @@ pub fn ready<P: Phase>(phase: P, conditions: &[Condition]) -> Option<Result<(), 
     Some(Ok(()))
 }
 
-/// Sets `Ready` (when the spec has `ready:`), `Reconciling` and `Stalled` on `conditions` for
-/// an object in `phase` (`None`: an undeclared one), `stall` saying what else holds it.
+/// Sets `Ready` (when the spec has `ready:`), and `Reconciling` and `Stalled` while true
+/// (removed otherwise), on `conditions` for an object in `phase` (`None`: an undeclared one),
+/// `stall` saying what else holds it.
 pub fn maintain<P: Phase>(
     conditions: &mut Vec<Condition>,
     phase: Option<P>,
@@ -128,11 +133,11 @@ pub fn maintain<P: Phase>(
         Some(p) if terminal && is_ready == Some(false) => Some(Stall::TerminalPhase(p.name())),
         _ => None,
     });
-    match &stall {
-        Some(stall) => set(STALLED, true, stall.reason(), stall.message()),
-        None => set(STALLED, false, "NotStalled", String::new()),
+    if let Some(stall) = &stall {
+        set(STALLED, true, stall.reason(), stall.message());
     }
-    if stall.is_none() && !terminal && is_ready != Some(true) {
+    let progressing = stall.is_none() && !terminal && is_ready != Some(true);
+    if progressing {
         let message = phase.map_or_else(String::new, |p| {
             let description = p.data().description;
             if description.is_empty() {
@@ -142,9 +147,15 @@ pub fn maintain<P: Phase>(
             }
         });
         set(RECONCILING, true, "Progressing", message);
-    } else {
-        set(RECONCILING, false, "NotProgressing", String::new());
     }
+    // Abnormal-true conditions are there only while true, as Flux keeps them (kstatus reads an
+    // absent one as false): a settled object carries neither, and every write of it is two
+    // conditions smaller.
+    conditions.retain(|c| match c.type_.as_str() {
+        STALLED => stall.is_some(),
+        RECONCILING => progressing,
+        _ => true,
+    });
 }
 
 #[cfg(test)]
@@ -199,6 +210,26 @@ mod tests {
         assert_eq!(stalled.message.len(), message::CONDITION_MESSAGE_LIMIT);
     }
 
+    #[test]
+    fn abnormal_true_conditions_leave_when_they_stop_being_true() {
+        use DatabasePhase::{Provisioning, Running};
+        let now = Timestamp::UNIX_EPOCH;
+        let mut object = conditions(&[("ServiceAvailable", true)]);
+        maintain(&mut object, Some(Provisioning), None, Some(1), now);
+        assert_eq!(status(&object, RECONCILING).0, "True");
+        let failing = Stall::Failing(5, "the database said no".into());
+        maintain(&mut object, Some(Provisioning), Some(failing), Some(1), now);
+        assert_eq!(status(&object, STALLED).0, "True");
+        assert!(absent(&object, RECONCILING), "stalled is not converging");
+        maintain(&mut object, Some(Running), None, Some(1), now);
+        assert!(absent(&object, STALLED) && absent(&object, RECONCILING), "{object:?}");
+        assert_eq!(status(&object, READY).0, "True");
+    }
+
+    fn absent(conditions: &[Condition], type_: &str) -> bool {
+        conditions.iter().all(|c| c.type_ != type_)
+    }
+
     fn status(conditions: &[Condition], type_: &str) -> (String, String) {
         let c = conditions.iter().find(|c| c.type_ == type_).expect(type_);
         (c.status.clone(), c.reason.clone())
@@ -212,8 +243,7 @@ mod tests {
         let mut up = conditions(&[("ServiceAvailable", true)]);
         maintain(&mut up, Some(Running), None, Some(2), now);
         assert_eq!(status(&up, READY), ("True".into(), "Ready".into()));
-        assert_eq!(status(&up, RECONCILING).0, "False");
-        assert_eq!(status(&up, STALLED).0, "False");
+        assert!(absent(&up, RECONCILING) && absent(&up, STALLED), "{up:?}");
         let engine = [READY, RECONCILING, STALLED];
         assert!(
             up.iter()
@@ -238,7 +268,7 @@ mod tests {
             status(&failed, STALLED),
             ("True".into(), "TerminalPhase".into())
         );
-        assert_eq!(status(&failed, RECONCILING).0, "False");
+        assert!(absent(&failed, RECONCILING));
 
         let mut vetoed = Vec::new();
         let stall = Stall::TimeoutVetoed("a backup runs".into());
@@ -247,7 +277,7 @@ mod tests {
             status(&vetoed, STALLED),
             ("True".into(), "TimeoutVetoed".into())
         );
-        assert_eq!(status(&vetoed, RECONCILING).0, "False");
+        assert!(absent(&vetoed, RECONCILING));
 
         let mut held = Vec::new();
         let stall = Stall::UndeclaredPhase("Starting".into());

@@ -143,14 +143,15 @@ where
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .expect("move it");
-        // The engine's step on it: its entry time stamped for this phase, its conditions kept.
+        // The engine's step on it: its entry time stamped for this phase, its conditions kept
+        // (both machines have `ready:`, so the engine's `Ready` is there in every phase).
         let stored = eventually(Duration::from_secs(15), || async {
             let object = raw.get(name).await.ok()?;
             let data = serde_json::to_value(&object).ok()?;
             let stepped = data["status"]["enteredPhase"] == json!(phase)
                 && data["status"]["conditions"]
                     .as_array()
-                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Reconciling"));
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready"));
             stepped.then_some(data)
         })
         .await
