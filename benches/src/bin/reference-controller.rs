@@ -9,11 +9,13 @@
 //! is older than this controller's last write of it (two status writes and one child write per
 //! object, as kube-fsm's).
 //!
-//! `reference-controller [--finalizer]` runs until SIGTERM or Ctrl-C, on every namespace, with
+//! `reference-controller [--finalizer] [--events] [--same-status]` runs until SIGTERM or Ctrl-C, on every namespace, with
 //! the cluster of `KUBECONFIG`. With `--finalizer` it also holds each object with a finalizer
 //! as kube-fsm's engine does (added, locked on the resourceVersion, in the object's first
 //! reconcile, which then goes on with the returned object; removed on deletion), so that the
-//! two can be compared doing exactly the same writes. With `--same-status` it also writes
+//! two can be compared doing exactly the same writes. With `--events` it records a Normal
+//! Event of each transition it writes (as kube-fsm's `--events all` does, through kube's
+//! `Recorder`). With `--same-status` it also writes
 //! the status in kube-fsm's shape (the example's two Conditions, `observedGeneration`,
 //! `lastPhaseTransitionTime`, `enteredPhase`) and the child with the example's labels, so that
 //! the objects have the same size and only the engines differ.
@@ -26,6 +28,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, CustomResource, Resource, ResourceExt};
@@ -76,6 +79,8 @@ struct State {
     /// Write kube-fsm's status shape (`--same-status`).
     same_status: bool,
     children: Store<ConfigMap>,
+    /// Records an Event of each transition written (`--events`).
+    recorder: Option<Recorder>,
     /// The resourceVersion of this controller's last status write, per object.
     written: Mutex<HashMap<String, u64>>,
 }
@@ -172,6 +177,12 @@ async fn write_status(
     db: &Database,
     status: serde_json::Value,
 ) -> Result<(), Error> {
+    let from = db
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_else(|| "Pending".to_owned());
+    let to = status["phase"].as_str().unwrap_or_default().to_owned();
     let patch = json!({
         "metadata": { "resourceVersion": db.resource_version() },
         "status": status,
@@ -188,6 +199,18 @@ async fn write_status(
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(key, version_of(&written));
+            if let Some(recorder) = &state.recorder {
+                let event = Event {
+                    type_: EventType::Normal,
+                    reason: "Transition".to_owned(),
+                    note: Some(format!("{from} → {to}")),
+                    action: "Reconcile".to_owned(),
+                    secondary: None,
+                };
+                if let Err(error) = recorder.publish(&event, &db.object_ref(&())).await {
+                    tracing::warn!(%error, "could not record the event");
+                }
+            }
             Ok(())
         }
         // Someone wrote meanwhile: their event brings the object back.
@@ -320,7 +343,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         watcher::Config::default(),
     )
     .owns_stream(child_events);
+    let recorder = std::env::args()
+        .any(|arg| arg == "--events")
+        .then(|| Recorder::new(client.clone(), Reporter::from(MANAGER.to_owned())));
     let state = Arc::new(State {
+        recorder,
         client,
         finalizer: std::env::args().any(|arg| arg == "--finalizer"),
         same_status: std::env::args().any(|arg| arg == "--same-status"),

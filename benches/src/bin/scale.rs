@@ -14,7 +14,8 @@
 //! An operator `kube-fsm@concurrency=64+handler-latency=50` runs the example with
 //! `--concurrency 64 --handler-latency 50`: several settings side by side in one run.
 //! `reference@finalizer=1` runs the reference with `--finalizer 1` (its finalizer on);
-//! `reference@same-status=1` makes it write kube-fsm's status shape (objects of the same size).
+//! `reference@same-status=1` makes it write kube-fsm's status shape (objects of the same size);
+//! `reference@events=1` makes it record an Event of each transition (kube-fsm's `--events all`).
 //! `replicas=R` runs R processes of it (add `shards=S` to split the work); RSS is then the
 //! largest replica's, CPU the sum of all (the killed one's left out). `kill=1` SIGKILLs the
 //! first replica once half the objects are Running and prints how long the rest took.
