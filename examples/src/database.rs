@@ -33,13 +33,7 @@ use kube_fsm::{Cleanup, MachineStatus, Next, Operator, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The label every child carries (key, value); the operator watches only ConfigMaps with it.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kube-fsm-examples");
-
-/// The label selector of the children.
-pub fn child_selector() -> String {
-    format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
-}
+pub use crate::{MANAGED_BY, child_selector};
 
 /// A database: the spec the user writes.
 #[state_machine(spec = "../specs/database.yaml")]

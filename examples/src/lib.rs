@@ -14,5 +14,16 @@ pub mod riskengine;
 pub mod serve;
 pub mod webhook;
 
+/// The label every child of the example operators carries (key, value), and the platform's
+/// RiskEngine allow-list: both machines watch only the ConfigMaps and Secrets with it, so that
+/// in one process they share one watch of each kind.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kube-fsm-examples");
+
+/// The label selector of the children ([`MANAGED_BY`]).
+#[must_use]
+pub fn child_selector() -> String {
+    format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
+}
+
 /// The error type of the examples' `main`s and helpers.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

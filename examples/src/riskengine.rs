@@ -28,8 +28,9 @@ use kube_fsm::{Cleanup, MachineStatus, Next, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The label on the allow-list and on every child; the operator watches only objects with it.
-pub const PART_OF: (&str, &str) = ("app.kubernetes.io/part-of", "riskengine");
+// The label on the allow-list and on every child ([`crate::MANAGED_BY`]): the operator watches
+// only objects with it (the Database's too: in one process, the two machines share one watch).
+use crate::MANAGED_BY;
 
 /// The allow-list ConfigMap's name (in the platform's namespace).
 pub const ALLOW_LIST: &str = "riskengine-versions";
@@ -44,7 +45,7 @@ pub fn allow_list(namespace: &str, versions: &str) -> ConfigMap {
         metadata: ObjectMeta {
             name: Some(ALLOW_LIST.into()),
             namespace: Some(namespace.into()),
-            labels: Some(BTreeMap::from([(PART_OF.0.into(), PART_OF.1.into())])),
+            labels: Some(BTreeMap::from([(MANAGED_BY.0.into(), MANAGED_BY.1.into())])),
             ..ObjectMeta::default()
         },
         data: Some(BTreeMap::from([(VERSIONS_KEY.into(), versions.into())])),
@@ -54,7 +55,7 @@ pub fn allow_list(namespace: &str, versions: &str) -> ConfigMap {
 
 /// The label selector of the watched ConfigMaps and Secrets.
 pub fn selector() -> String {
-    format!("{}={}", PART_OF.0, PART_OF.1)
+    crate::child_selector()
 }
 
 /// A tenant's risk engine: the spec the tenant writes.
@@ -120,7 +121,7 @@ pub struct Handlers {
 }
 
 /// The operator for RiskEngines in every namespace: children (ConfigMaps and Secrets with the
-/// `part-of` label) owned and cached, and the allow-list watched, so that a change of it
+/// [`crate::MANAGED_BY`] label) owned and cached, and the allow-list watched, so that a change of it
 /// reconciles every RiskEngine.
 pub fn operator(client: Client, handlers: Handlers) -> kube_fsm::Operator<RiskEngine, Handlers> {
     let labelled = || watcher::Config::default().labels(&selector());
@@ -287,7 +288,7 @@ fn credentials_name(engine: &RiskEngine) -> String {
 
 fn labels(engine: &RiskEngine) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (PART_OF.0.to_owned(), PART_OF.1.to_owned()),
+        (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
         (
             "example.kube-fsm.dev/riskengine".to_owned(),
             engine.name_any(),

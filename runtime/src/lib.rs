@@ -32,7 +32,7 @@
 #![deny(missing_docs)]
 
 // The layers, bottom to top: model, pure, observe, watch, ha, handling, engine, operator (then
-// admission and testing); each names only those below it (checked by `scripts/layers`). What
+// admission, manager, manifests and testing); each names only those below it (checked by `scripts/layers`). What
 // users see is below: about fifteen items at the root and a module per topic, each item
 // reachable by one path.
 #[cfg(feature = "admission")]
@@ -40,6 +40,7 @@ pub mod admission;
 mod engine;
 mod ha;
 mod handling;
+mod manager;
 mod manifests;
 mod model;
 mod observe;
@@ -70,6 +71,7 @@ pub use model::next::{Cleanup, Next, Verdict};
 
 // Running an operator.
 pub use engine::{Reconcilable, ReconcileError};
+pub use manager::Manager;
 pub use operator::{Operator, Stopped};
 pub use watch::client::client;
 
@@ -120,6 +122,7 @@ pub mod controller {
     pub use crate::engine::{EngineRequest, RecordedEvents};
     pub use crate::ha::leader::LeaderElection;
     pub use crate::ha::shard::{ShardKey, Sharding, shard_of};
+    pub use crate::manager::Readiness;
     pub use crate::operator::{DEFAULT_CONCURRENCY, RateLimitError, Replicas, owner_reference};
     pub use crate::watch::health::{Connection, Health};
 }

@@ -1,7 +1,8 @@
 //! The API server's own record of the requests it answered: `scripts/envtest` keeps an audit
-//! log (one JSON line per create, update, patch or delete, but those of Events and Leases),
-//! whose path `scripts/envtest env` exports as `KUBE_FSM_AUDIT_LOG`. Tests count an operator's
-//! requests from it rather than trusting the operator's own account.
+//! log (one JSON line per create, update, patch or delete, but those of Events and Leases, and
+//! one per list: each watch starts with one), whose path `scripts/envtest env` exports as
+//! `KUBE_FSM_AUDIT_LOG`. Tests count an operator's requests from it rather than trusting the
+//! operator's own account.
 
 use std::io::BufRead;
 
@@ -51,6 +52,35 @@ pub fn log(test: &str) -> Option<std::path::PathBuf> {
 /// requests must not count fewer because it could not read them.
 #[must_use]
 pub fn requests(path: &std::path::Path, namespace: &str) -> Vec<Request> {
+    const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+    answered(path, namespace)
+        .filter(|request| WRITES.contains(&request.verb.as_str()))
+        .collect()
+}
+
+/// Every list in `namespace` the log at `path` holds: each watch of a process starts with one
+/// (kube's watcher and client-go's informers list, then watch from the list's version; a
+/// watch that ends resumes without a list, unless its version is gone).
+///
+/// # Panics
+/// As [`requests`].
+#[must_use]
+pub fn lists(path: &std::path::Path, namespace: &str) -> Vec<Request> {
+    answered(path, namespace)
+        .filter(|request| request.verb == "list")
+        .collect()
+}
+
+/// The answered requests in `namespace`.
+fn answered(path: &std::path::Path, namespace: &str) -> impl Iterator<Item = Request> {
+    entries(path, namespace)
+        .into_iter()
+        .filter(|(stage, _)| stage == "ResponseComplete")
+        .map(|(_, request)| request)
+}
+
+/// Every audit event in `namespace`: its stage and the request.
+fn entries(path: &std::path::Path, namespace: &str) -> Vec<(String, Request)> {
     let file = std::fs::File::open(path)
         .unwrap_or_else(|e| panic!("cannot read the audit log {}: {e}", path.display()));
     let needle = format!("\"namespace\":\"{namespace}\"");
@@ -61,15 +91,15 @@ pub fn requests(path: &std::path::Path, namespace: &str) -> Vec<Request> {
         .filter_map(|line| {
             let event: Value = serde_json::from_str(&line)
                 .unwrap_or_else(|e| panic!("not an audit event ({e}): {line}"));
-            request(&event).filter(|r| r.namespace == namespace)
+            let stage = event["stage"].as_str().unwrap_or_default().to_owned();
+            request(&event)
+                .filter(|r| r.namespace == namespace)
+                .map(|r| (stage, r))
         })
         .collect()
 }
 
 fn request(event: &Value) -> Option<Request> {
-    if event["stage"] != "ResponseComplete" {
-        return None;
-    }
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     let object = &event["objectRef"];
     Some(Request {
@@ -78,7 +108,7 @@ fn request(event: &Value) -> Option<Request> {
         subresource: text(&object["subresource"]),
         namespace: text(&object["namespace"]),
         name: text(&object["name"]),
-        code: u16::try_from(event["responseStatus"]["code"].as_u64()?).ok()?,
+        code: u16::try_from(event["responseStatus"]["code"].as_u64().unwrap_or(0)).ok()?,
         user: text(&event["user"]["username"]),
         at: event["stageTimestamp"].as_str()?.parse().ok()?,
     })
@@ -88,18 +118,57 @@ fn request(event: &Value) -> Option<Request> {
 mod tests {
     use super::*;
 
+    fn line(id: &str, stage: &str, verb: &str, at: &str) -> String {
+        format!(
+            r#"{{"kind":"Event","auditID":"{id}","stage":"{stage}","verb":"{verb}","user":{{"username":"admin"}},"objectRef":{{"resource":"configmaps","namespace":"ns","name":"c"}},"responseStatus":{{"code":200}},"stageTimestamp":"2026-12-03T10:00:{at}Z"}}"#
+        )
+    }
+
+    fn log(name: &str, lines: &[String]) -> std::path::PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("kube-fsm-audit-{name}-{}", std::process::id()));
+        std::fs::write(&path, lines.join("\n")).expect("write the log");
+        path
+    }
+
     #[test]
-    fn an_answered_request_is_read_and_a_stage_before_the_answer_is_not() {
-        let line = r#"{"kind":"Event","level":"Request","stage":"ResponseComplete","verb":"create","user":{"username":"admin"},"objectRef":{"resource":"configmaps","namespace":"ns","name":"c"},"responseStatus":{"code":403},"stageTimestamp":"2026-12-03T10:00:00.123456Z"}"#;
-        let event: Value = serde_json::from_str(line).unwrap();
-        let read = request(&event).expect("an answered request");
-        assert_eq!(
-            (read.verb.as_str(), read.resource.as_str(), read.code),
-            ("create", "configmaps", 403)
+    fn answered_requests_are_read_and_the_stages_before_an_answer_are_not() {
+        let path = log(
+            "requests",
+            &[
+                line("a", "ResponseStarted", "create", "00"),
+                line("a", "ResponseComplete", "create", "01"),
+                line("w", "ResponseComplete", "list", "02"),
+            ],
         );
-        assert_eq!(read.subresource, "");
-        let mut started = event;
-        started["stage"] = "ResponseStarted".into();
-        assert_eq!(request(&started), None);
+        let read = requests(&path, "ns");
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(read.len(), 1, "{read:?}");
+        assert_eq!(
+            (
+                read[0].verb.as_str(),
+                read[0].resource.as_str(),
+                read[0].code
+            ),
+            ("create", "configmaps", 200)
+        );
+    }
+
+    #[test]
+    fn lists_are_read_apart_from_writes() {
+        let path = log(
+            "lists",
+            &[
+                line("a", "ResponseComplete", "list", "00"),
+                line("b", "ResponseComplete", "patch", "01"),
+            ],
+        );
+        let (lists, writes) = (lists(&path, "ns"), requests(&path, "ns"));
+        let _ = std::fs::remove_file(&path);
+        assert_eq!((lists.len(), writes.len()), (1, 1));
+        assert_eq!(
+            (lists[0].verb.as_str(), writes[0].verb.as_str()),
+            ("list", "patch")
+        );
     }
 }

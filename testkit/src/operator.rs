@@ -42,6 +42,20 @@ impl Running {
         }
     }
 
+    /// Spawns `manager` (several machines in one process), to be stopped with
+    /// [`Running::stop`].
+    #[must_use]
+    pub fn manager(manager: kube_fsm::Manager) -> Self {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let manager = manager.shutdown_on(async move {
+            let _ = stopped.await;
+        });
+        Running {
+            stop,
+            task: tokio::spawn(manager.run()),
+        }
+    }
+
     /// Shuts down gracefully (in-flight reconciles finish; a held Lease is released).
     ///
     /// # Panics

@@ -79,7 +79,8 @@ pub(crate) struct Shards {
     numbers: AtomicU64,
     selector: watch::Sender<Option<String>>,
     drained: Notify,
-    metrics: Arc<MachineMetrics>,
+    /// The metrics of every machine served under these shards.
+    metrics: Vec<Arc<MachineMetrics>>,
 }
 
 /// One holding of one shard: what a reconcile's writes are fenced by (see [`crate::ha::fence`]).
@@ -136,8 +137,12 @@ impl Drop for InFlight {
 }
 
 impl Shards {
-    pub fn new(sharding: Sharding, metrics: Arc<MachineMetrics>) -> Arc<Self> {
-        metrics.shards(sharding.shards);
+    /// The shards of `sharding`, for the machines whose `metrics` these are (one shard set
+    /// for every machine of a process).
+    pub fn new(sharding: Sharding, metrics: Vec<Arc<MachineMetrics>>) -> Arc<Self> {
+        for machine in &metrics {
+            machine.shards(sharding.shards);
+        }
         Arc::new(Shards {
             sharding,
             held: Mutex::new(BTreeMap::new()),
@@ -232,7 +237,9 @@ impl Shards {
             let served = held.values().filter(|h| self.serving(h)).count();
             (held.keys().copied().collect(), served)
         };
-        self.metrics.shards_held(served);
+        for machine in &self.metrics {
+            machine.shards_held(served);
+        }
         let selector = self.sharding.selector(&held);
         self.selector.send_if_modified(|current| {
             let changed = *current != selector;
@@ -573,7 +580,7 @@ mod tests {
 
     fn shards() -> Arc<Shards> {
         let sharding = Sharding::new("test", "ns", 4).duration(Duration::from_secs(4));
-        Shards::new(sharding, Arc::new(MachineMetrics::detached()))
+        Shards::new(sharding, vec![Arc::new(MachineMetrics::detached())])
     }
 
     fn hold(shards: &Shards, shard: u32, renewed: Instant) -> u64 {

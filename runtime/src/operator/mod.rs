@@ -23,10 +23,14 @@ use crate::pure::backoff::Backoff;
 use crate::watch::cache::{Cached, Watched};
 use crate::watch::health::Health;
 
+pub(crate) mod machine;
 pub(crate) mod rbac;
 mod reach;
 mod run;
 mod sources;
+
+/// A graceful-shutdown signal (see [`Operator::shutdown_on`]).
+pub(crate) type Shutdown = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 
 /// Runs a state machine as a Kubernetes controller.
 ///
@@ -48,7 +52,7 @@ pub struct Operator<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 's
     write_rate: Option<(f64, u32)>,
     config: EngineConfig,
     sources: Sources<K>,
-    shutdown: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
+    shutdown: Option<Shutdown>,
     metrics: Arc<MachineMetrics>,
     store: Arc<OnceLock<Store<K>>>,
     replicas: Replicas,

@@ -1,15 +1,15 @@
-//! Running an [`Operator`]: the shutdown signal, leader election or sharding around the
-//! controller, and the wiring of kube's `Controller` (watch, caches, engine, recovery).
+//! The wiring of one machine's kube `Controller` (watch, caches, engine, recovery) and its
+//! running until a stop signal; the [`crate::manager::Manager`] runs it, around it leader
+//! election or sharding.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use futures::future::Shared;
+use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::{Controller, controller, reflector, watcher};
 
-use super::{Operator, Replicas, Stopped};
+use super::Operator;
 use crate::engine::{Engine, Reconcilable, arrival_key};
 use crate::ha::shard_label::Labeller;
 use crate::ha::shards::Shards;
@@ -17,9 +17,8 @@ use crate::handling::context::Context;
 use crate::operator::sources::Wire;
 use crate::watch::health::ReconnectBackoff;
 use crate::watch::pace::Pace;
+use crate::watch::shared::SharedWatches;
 use crate::watch::{self, Lenient};
-
-type Signal = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
 
 /// The tasks that run beside the controller (the labeller), aborted when dropped.
 struct Beside(Vec<tokio::task::JoinHandle<()>>);
@@ -37,117 +36,63 @@ where
     K: Reconcilable<H>,
     H: Send + Sync + 'static,
 {
-    /// Runs until the shutdown signal, or, with leader election, until the Lease is lost
-    /// (then exit the process and let it be restarted).
-    ///
-    /// # Errors
-    ///
-    /// None reach the caller: a failed reconcile is retried with per-object backoff (and
-    /// recorded as a `ReconcileFailed` Event, a metric and a log line), a failed watch
-    /// reconnects with backoff. [`Stopped`] says why `run` returned: the signal, or
-    /// [`Stopped::LeaseLost`] (exit the process then, so that a restart waits for the Lease).
-    ///
-    /// # Guarantees
-    ///
-    /// An object's status moves only along the spec's edges (every write is locked on the
-    /// resourceVersion its step read); a transition is never lost to a conflict or an API
-    /// error (the reconcile runs again on what the server holds); with
-    /// [`Operator::replicas`], no two replicas reconcile one object at once. On the signal,
-    /// reconciles under way finish before `run` returns.
-    pub async fn run(mut self) -> Stopped {
-        let signal: Signal = self
-            .shutdown
-            .take()
-            .unwrap_or_else(|| Box::pin(termination()))
-            .shared();
-        match std::mem::take(&mut self.replicas) {
-            Replicas::One => {
-                let metrics = self.metrics.clone();
-                metrics.leader(true);
-                self.run_controller(signal, None).await;
-                metrics.leader(false);
-                Stopped::Signal
-            }
-            Replicas::Sharded(sharding) => {
-                let shards = Shards::new(sharding, self.metrics.clone());
-                let leases =
-                    shards
-                        .clone()
-                        .run(self.client.clone(), self.health.clone(), signal.clone());
-                let controller = self.run_controller(signal, Some(shards));
-                futures::future::join(leases, controller).await;
-                Stopped::Signal
-            }
-            Replicas::LeaderElection(election) => {
-                let (client, health) = (self.client.clone(), self.health.clone());
-                let metrics = self.metrics.clone();
-                let stopped = election
-                    .lead(client, &health, signal.clone(), |lost| async move {
-                        let stop = futures::future::select(signal, lost).map(|_| ());
-                        self.metrics.leader(true);
-                        let metrics = self.metrics.clone();
-                        self.run_controller(stop, None).await;
-                        metrics.leader(false);
-                    })
-                    .await
-                    .map_or(Stopped::LeaseLost, |()| Stopped::Signal);
-                metrics.leader(false);
-                stopped
-            }
-        }
-    }
-
-    async fn run_controller(
+    /// Wires the controller (its watches subscribed to `shared` ones in a Manager) and
+    /// returns it running until `stop`: the controller, and with sharding the labeller beside
+    /// it (stopped with the controller, also when the future is dropped: a caller's
+    /// `select!`, an aborted task; a labeller left running would label objects for a replica
+    /// that no longer serves anything).
+    pub(crate) fn wired(
         self,
         stop: impl Future<Output = ()> + Send + Sync + 'static,
         shards: Option<Arc<Shards>>,
-    ) {
+        shared: Option<&SharedWatches>,
+    ) -> BoxFuture<'static, ()> {
         let health = self.health.clone();
         let selector = self.watcher.label_selector.clone();
         let namespace = self.namespace.clone();
-        let (controller, engine) = self.build(stop, shards);
-        // With sharding: labels new objects while this replica serves shard 0.
-        // Stopped with the controller, also when this future is dropped (a caller's `select!`,
-        // an aborted task): a labeller left running would label objects for a replica that
-        // no longer serves anything.
-        let beside = Beside(
-            engine
-                .labeller
-                .clone()
-                .map(|labeller| {
-                    let api = K::api_in::<kube::core::PartialObjectMeta<K>>(
-                        labeller.client.clone(),
-                        namespace.as_deref(),
-                    );
-                    tokio::spawn(labeller.assign(api, selector))
-                })
-                .into_iter()
-                .collect(),
-        );
-        controller
-            .run(Engine::reconcile, Engine::error_policy, engine)
-            .for_each(|result| {
-                match result {
-                    // Watch and list failures: the controller backs off and retries.
-                    Err(controller::Error::QueueError(err)) => health.lost(&err),
-                    Err(controller::Error::RunnerError(err)) => {
-                        tracing::warn!(%err, "controller runner failed");
+        let (controller, engine) = self.build(stop, shards, shared);
+        let labeller = engine.labeller.clone();
+        async move {
+            // With sharding: labels new objects while this replica serves shard 0.
+            let beside = Beside(
+                labeller
+                    .map(|labeller| {
+                        let api = K::api_in::<kube::core::PartialObjectMeta<K>>(
+                            labeller.client.clone(),
+                            namespace.as_deref(),
+                        );
+                        tokio::spawn(labeller.assign(api, selector))
+                    })
+                    .into_iter()
+                    .collect(),
+            );
+            controller
+                .run(Engine::reconcile, Engine::error_policy, engine)
+                .for_each(|result| {
+                    match result {
+                        // Watch and list failures: the controller backs off and retries.
+                        Err(controller::Error::QueueError(err)) => health.lost(&err),
+                        Err(controller::Error::RunnerError(err)) => {
+                            tracing::warn!(%err, "controller runner failed");
+                        }
+                        // Reconcile failures are reported by the error policy; objects gone
+                        // before their scheduled reconcile are expected.
+                        Err(err) => tracing::debug!(%err, "controller event"),
+                        Ok(_) => {}
                     }
-                    // Reconcile failures are reported by the error policy; objects gone before
-                    // their scheduled reconcile are expected.
-                    Err(err) => tracing::debug!(%err, "controller event"),
-                    Ok(_) => {}
-                }
-                std::future::ready(())
-            })
-            .await;
-        drop(beside);
+                    std::future::ready(())
+                })
+                .await;
+            drop(beside);
+        }
+        .boxed()
     }
 
     fn build(
         self,
         stop: impl Future<Output = ()> + Send + Sync + 'static,
         shards: Option<Arc<Shards>>,
+        shared: Option<&SharedWatches>,
     ) -> (Controller<K>, Arc<Engine<K, H>>) {
         let namespace = self.namespace.as_deref();
         let api = K::api_in::<Lenient<K>>(self.client.clone(), namespace);
@@ -206,6 +151,8 @@ where
                 reconnect_max,
                 labeller: labeller.as_ref(),
                 caches: &self.caches,
+                // Sharded, each machine watches its children by the served shards' label.
+                shared: shared.filter(|_| labeller.is_none()),
             },
         );
         let _ = self.store.set(controller.store());
@@ -236,18 +183,4 @@ where
             .graceful_shutdown_on(stop);
         (controller, engine)
     }
-}
-
-/// SIGTERM or Ctrl-C.
-async fn termination() {
-    #[cfg(unix)]
-    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        return;
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }

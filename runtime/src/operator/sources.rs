@@ -20,6 +20,7 @@ use crate::pure::selection::{self, Selection};
 use crate::watch;
 use crate::watch::cache::{Cache, Watched};
 use crate::watch::health::Health;
+use crate::watch::shared::{SharedWatches, Start};
 
 /// Names the objects of `K` to reconcile when an object of another kind changes.
 type Mapper<K, R> = Box<dyn Fn(&R) -> Vec<ObjectRef<K>> + Send + Sync>;
@@ -44,6 +45,8 @@ pub(crate) struct Wire<'a> {
     pub labeller: Option<&'a Labeller>,
     /// Where the caches of unlabelled children go (each is waited for like any cache).
     pub caches: &'a Caches,
+    /// In a [`crate::manager::Manager`] (unsharded): the watches its machines share.
+    pub shared: Option<&'a SharedWatches>,
 }
 
 /// What the operator asked of one kind `R`.
@@ -162,9 +165,32 @@ where
             return controller;
         };
         cache.select(Selection::of(&config));
+        let only_owned = owners && mappers.is_empty();
+        let triggers = move |object: R| -> Vec<ObjectRef<K>> {
+            let mut targets = if owners {
+                owners_of::<K, R>(&object)
+            } else {
+                Vec::new()
+            };
+            for mapper in &mappers {
+                targets.extend(mapper(&object));
+            }
+            targets
+        };
+        if let Some(shared) = with.shared {
+            let start = Start {
+                client: with.client,
+                namespace: with.namespace,
+                health: with.health,
+                reconnect_max: with.reconnect_max,
+            };
+            let subscription = shared.subscribe(&cache, &config, &start);
+            with.caches.insert(subscription.cache);
+            return controller.watches_stream(subscription.objects, triggers);
+        }
         let api = R::api_in::<R>(with.client.clone(), with.namespace);
         let events = match with.shards {
-            Some(served) if owners && mappers.is_empty() => {
+            Some(served) if only_owned => {
                 // Its children are watched by shard label: those without one get it from
                 // the replica that steps their owner.
                 if let Some(labeller) = with.labeller {
@@ -177,20 +203,7 @@ where
         };
         let kind = R::kind(&()).into_owned();
         let events = watch::paced(events, kind, with.health.clone(), with.reconnect_max);
-        controller.watches_stream(
-            watch::cached(events, cache),
-            move |object: R| -> Vec<ObjectRef<K>> {
-                let mut targets = if owners {
-                    owners_of::<K, R>(&object)
-                } else {
-                    Vec::new()
-                };
-                for mapper in &mappers {
-                    targets.extend(mapper(&object));
-                }
-                targets
-            },
-        )
+        controller.watches_stream(watch::cached(events, cache), triggers)
     })
 }
 

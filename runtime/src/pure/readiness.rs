@@ -222,7 +222,10 @@ mod tests {
         assert_eq!(status(&object, STALLED).0, "True");
         assert!(absent(&object, RECONCILING), "stalled is not converging");
         maintain(&mut object, Some(Running), None, Some(1), now);
-        assert!(absent(&object, STALLED) && absent(&object, RECONCILING), "{object:?}");
+        assert!(
+            absent(&object, STALLED) && absent(&object, RECONCILING),
+            "{object:?}"
+        );
         assert_eq!(status(&object, READY).0, "True");
     }
 

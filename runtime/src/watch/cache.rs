@@ -190,6 +190,25 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
             .insert(name, index);
     }
 
+    /// Adds this cache's indexes to `shared`, a cache of the same watch that another machine
+    /// fills (see [`crate::watch::shared`]); an index of a name `shared` has already is kept
+    /// as it is (with a warning unless it is the owner index every cache has).
+    pub(crate) fn indexes_into(&self, shared: &Cache<R>) {
+        let own = self.indexes.read().unwrap_or_else(PoisonError::into_inner);
+        for (name, index) in own.iter() {
+            let taken = shared
+                .indexes
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(name);
+            if !taken {
+                shared.add_index(name, index.keys.clone());
+            } else if *name != OWNER_INDEX {
+                tracing::warn!(kind = %R::kind(&()), index = name, "two machines index one shared cache under one name: the first machine's index is kept");
+            }
+        }
+    }
+
     /// Applies one watch event to the store and every index. An applied object older than
     /// the cached one (by comparable resourceVersions) is ignored: the cache already holds a
     /// write of this operator that the watch has not delivered yet (see [`Cache::remember`]).

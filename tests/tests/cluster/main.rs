@@ -14,6 +14,7 @@ mod handler_context;
 mod kstatus;
 mod leader;
 mod machine_page;
+mod manager;
 mod manual;
 mod outage;
 mod overload;
