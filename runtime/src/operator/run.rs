@@ -16,7 +16,7 @@ use crate::ha::shards::Shards;
 use crate::handling::context::Context;
 use crate::operator::sources::Wire;
 use crate::watch::health::ReconnectBackoff;
-use crate::watch::pace::Pace;
+use crate::watch::pace::{self, Pace};
 use crate::watch::shared::SharedWatches;
 use crate::watch::{self, Lenient};
 
@@ -126,13 +126,12 @@ where
             }
         });
         // Each watch waits out its own failures (`watch::paced`): none reaches the controller,
-        // so its trigger backoff never pauses the other watches. Kube's controller runs every
-        // trigger at once: the bound on reconciles in flight is the engine's `Pace`, whose
-        // waiters are served in the order they came. (Kube's own bound keeps the triggers it
-        // holds back in a set and takes them in no order: at 1 000 objects and a bound of 32,
-        // the unluckiest waited seconds behind objects that came after them.)
+        // so its trigger backoff never pauses the other watches. The bound on reconciles in
+        // flight is the engine's `Pace`, whose waiters are served in the order they came;
+        // kube's controller admits a window of reconciles several times that bound (see
+        // `pace::window`), waiting in that line.
         let mut controller = Controller::for_stream(objects, reader)
-            .with_config(controller::Config::default())
+            .with_config(controller::Config::default().concurrency(pace::window(self.concurrency)))
             .trigger_backoff(ReconnectBackoff::new(reconnect_max));
         let labeller = shards.map(|shards| Labeller {
             client: self.client.clone(),

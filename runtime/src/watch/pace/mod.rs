@@ -473,6 +473,21 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// How many reconciles kube's controller may start for a bound of `concurrency` in flight
+/// (0: unbounded, and so is the window): eight times the bound, at least 256. They wait here,
+/// in line by ticket (first come, first served), for their slots; the triggers past the window
+/// wait in kube's scheduler, which takes them in no order. The window is bounded because kube's
+/// runner polls every reconcile it started each time it is woken (its `FutureHashMap`): with
+/// 10 000 objects parked in the line, that polling took a third of the operator's CPU and the
+/// time grew with the square of the objects (BENCHMARKS.md, "Lost pace").
+pub fn window(concurrency: u16) -> u16 {
+    if concurrency == 0 {
+        0
+    } else {
+        concurrency.saturating_mul(8).max(256)
+    }
+}
+
 /// Whether the API server refused a request because it could not call an admission webhook
 /// (`500`, "failed calling webhook" under `failurePolicy: Fail`): the webhook is down, not
 /// the API server overloaded, so it does not cut the concurrency, and the request is retried
