@@ -106,7 +106,7 @@ async fn run(demos: Vec<Run>) -> Result<ExitCode, BoxError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let demos = Demo::parse().runs();
-    kube_fsm_examples::serve::init_logging("warn");
+    kube_fsm_examples::init_logging("warn");
     run(demos).await.unwrap_or_else(|err| {
         eprintln!("error: {err}");
         ExitCode::FAILURE

@@ -21,9 +21,9 @@ use kube_fsm::Stopped;
 use kube_fsm::admission::FailurePolicy;
 use kube_fsm::controller::LeaderElection;
 use kube_fsm::machine::{Description, DiagramFormat};
+use kube_fsm_examples::BoxError;
 use kube_fsm_examples::database::{self, DatabasePhase, Handlers};
 use kube_fsm_examples::webhook::{self, Options, Register};
-use kube_fsm_examples::{BoxError, serve};
 use prometheus_client::registry::Registry;
 
 #[derive(Debug, Parser)]
@@ -98,7 +98,7 @@ async fn run(
     };
     let mut operator =
         database::operator(client, Handlers::new(), namespace.as_deref()).metrics(&metrics);
-    let (addr, _server) = serve::Endpoints::new(registry, operator.health())
+    let (addr, _server) = kube_fsm::serve::Endpoints::new(registry, operator.health())
         .webhook(webhook)
         .machine::<database::Database>(&metrics)
         .serve(metrics_addr)
@@ -151,7 +151,7 @@ async fn main() -> ExitCode {
             webhook_addr,
             webhook_tls,
         } => {
-            serve::init_logging("info");
+            kube_fsm_examples::init_logging("info");
             let lease_namespace = lease_namespace
                 .or_else(|| namespace.clone())
                 .unwrap_or_else(|| "default".into());

@@ -13,8 +13,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use kube_fsm_examples::BoxError;
 use kube_fsm_examples::riskengine::{self, Handlers};
-use kube_fsm_examples::{BoxError, serve};
 use prometheus_client::registry::Registry;
 
 #[derive(Debug, Parser)]
@@ -46,7 +46,7 @@ async fn run(platform_namespace: String, metrics_addr: SocketAddr) -> Result<Exi
     metrics.register(&mut registry);
     let operator =
         riskengine::operator(client, Handlers::new(platform_namespace)).metrics(&metrics);
-    let (addr, _server) = serve::Endpoints::new(registry, operator.health())
+    let (addr, _server) = kube_fsm::serve::Endpoints::new(registry, operator.health())
         .serve(metrics_addr)
         .await?;
     tracing::info!(metrics = %format!("http://{addr}/metrics"), "starting the RiskEngine operator");
@@ -65,7 +65,7 @@ async fn main() -> ExitCode {
             platform_namespace,
             metrics_addr,
         } => {
-            serve::init_logging("info");
+            kube_fsm_examples::init_logging("info");
             run(platform_namespace, metrics_addr).await
         }
     };

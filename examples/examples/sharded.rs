@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kube_fsm::controller::{ShardKey, Sharding};
+use kube_fsm_examples::BoxError;
 use kube_fsm_examples::database::{self, Handlers};
-use kube_fsm_examples::{BoxError, serve};
 use prometheus_client::registry::Registry;
 
 /// One replica of the sharded Database operator.
@@ -65,7 +65,7 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
     let operator = database::operator(client, Handlers::new(), args.namespace.as_deref())
         .metrics(&metrics)
         .replicas(sharding);
-    let (_, _server) = serve::Endpoints::new(registry, operator.health())
+    let (_, _server) = kube_fsm::serve::Endpoints::new(registry, operator.health())
         .serve(args.metrics_addr)
         .await?;
     operator.run().await;
@@ -75,7 +75,7 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    serve::init_logging("info");
+    kube_fsm_examples::init_logging("info");
     run(args).await.unwrap_or_else(|err| {
         eprintln!("error: {err}");
         ExitCode::FAILURE

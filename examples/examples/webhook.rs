@@ -20,9 +20,9 @@ use clap::{Parser, Subcommand};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube_fsm::admission::{Endpoint, FailurePolicy, Policy, WebhookOptions};
 use kube_fsm::deploy::Verb;
+use kube_fsm_examples::BoxError;
 use kube_fsm_examples::database::{self, Handlers};
 use kube_fsm_examples::webhook::{self, Options, Register};
-use kube_fsm_examples::{BoxError, serve};
 use prometheus_client::registry::Registry;
 
 #[derive(Debug, Parser)]
@@ -110,7 +110,7 @@ async fn run(
     }
     let operator = operator.metrics(&metrics);
     let health = Some(started.health);
-    let (_, _server) = serve::Endpoints::new(registry, operator.health())
+    let (_, _server) = kube_fsm::serve::Endpoints::new(registry, operator.health())
         .webhook(health)
         .serve(metrics_addr)
         .await?;
@@ -154,7 +154,7 @@ async fn main() -> ExitCode {
             fail_open,
             namespace_label,
         } => {
-            serve::init_logging("info");
+            kube_fsm_examples::init_logging("info");
             let options = Options {
                 addr,
                 tls: tls.and_then(|files| Some((files.first()?.clone(), files.get(1)?.clone()))),

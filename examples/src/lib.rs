@@ -6,12 +6,10 @@
 //! - [`riskengine`]: the `RiskEngine` of a multi-tenant platform driven by
 //!   `specs/riskengine.yaml`: a version allow-list in the platform's namespace, children that
 //!   must not leak across tenants;
-//! - [`serve`]: the operator's `/metrics`, `/healthz` and `/readyz`;
 //! - [`webhook`]: serving and registering the admission webhook.
 
 pub mod database;
 pub mod riskengine;
-pub mod serve;
 pub mod webhook;
 
 /// The label every child of the example operators carries (key, value), and the platform's
@@ -27,3 +25,13 @@ pub fn child_selector() -> String {
 
 /// The error type of the examples' `main`s and helpers.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Logs to stderr, filtered by `RUST_LOG` (default: `default`, e.g. `info`).
+pub fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -32,7 +32,7 @@
 #![deny(missing_docs)]
 
 // The layers, bottom to top: model, pure, observe, watch, ha, handling, engine, operator (then
-// admission, manager, manifests and testing); each names only those below it (checked by `scripts/layers`). What
+// admission, manager, serve, manifests and testing); each names only those below it (checked by `scripts/layers`). What
 // users see is below: about fifteen items at the root and a module per topic, each item
 // reachable by one path.
 #[cfg(feature = "admission")]
@@ -46,6 +46,8 @@ mod model;
 mod observe;
 mod operator;
 mod pure;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod testing;
 mod watch;
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use kube_fsm::Stopped;
 use kube_fsm::controller::{LeaderElection, RecordedEvents, ShardKey, Sharding};
+use kube_fsm_examples::BoxError;
 use kube_fsm_examples::database::{self, Handlers};
-use kube_fsm_examples::{BoxError, serve};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -87,7 +87,7 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
     if let Some(manager) = args.field_manager {
         operator = operator.field_manager(manager);
     }
-    let (_, _server) = serve::Endpoints::new(registry, operator.health())
+    let (_, _server) = kube_fsm::serve::Endpoints::new(registry, operator.health())
         .serve(args.metrics_addr)
         .await?;
     let lease_namespace = args
@@ -123,7 +123,7 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    kube_fsm_examples::serve::init_logging("info");
+    kube_fsm_examples::init_logging("info");
     run(args).await.unwrap_or_else(|err| {
         eprintln!("error: {err}");
         ExitCode::FAILURE

@@ -134,6 +134,11 @@ impl Manager {
         &self.metrics
     }
 
+    /// Each machine, as data (for `/machine`, diagrams, generated manifests).
+    pub fn descriptions(&self) -> Vec<crate::model::description::Description> {
+        self.machines.iter().map(|m| m.description()).collect()
+    }
+
     /// Whether every machine's watches (and the Manager's Leases) are up, saying which are
     /// not: for a readiness probe. Get it before [`Manager::run`].
     pub fn readiness(&self) -> Readiness {

@@ -25,7 +25,14 @@ impl Readiness {
         let down: Vec<String> = self
             .parts
             .iter()
-            .filter_map(|(name, health)| sentence(&health.status()).map(|s| format!("{name}: {s}")))
+            .filter_map(|(name, health)| {
+                let sentence = sentence(&health.status())?;
+                Some(if name.is_empty() {
+                    sentence
+                } else {
+                    format!("{name}: {sentence}")
+                })
+            })
             .collect();
         if down.is_empty() {
             Ok(())
@@ -42,6 +49,13 @@ impl Readiness {
     }
 }
 
+impl From<Health> for Readiness {
+    /// One operator's readiness: its connection, unnamed.
+    fn from(health: Health) -> Self {
+        Readiness::new(vec![(String::new(), health)])
+    }
+}
+
 /// What is wrong with `connection`, as a sentence; `None` when it is up.
 fn sentence(connection: &Connection) -> Option<String> {
     match connection {
@@ -52,5 +66,35 @@ fn sentence(connection: &Connection) -> Option<String> {
         Connection::Refused { reason } => Some(format!(
             "the API server refuses a request it needs ({reason})."
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_names_each_machine_that_is_down_in_a_sentence() {
+        let (database, riskengine) = (Health::default(), Health::default());
+        let readiness = Readiness::new(vec![
+            ("Database".to_owned(), database.clone()),
+            ("RiskEngine".to_owned(), riskengine.clone()),
+        ]);
+        assert_eq!(readiness.check(), Ok(()));
+        riskengine.lost(&"connection refused");
+        let down = readiness.check().expect_err("RiskEngine is down");
+        assert!(
+            down.starts_with("RiskEngine: the API server has been unreachable since ")
+                && down.ends_with("(connection refused)."),
+            "{down}"
+        );
+        assert!(!down.contains("Database"), "{down}");
+        let alone = Readiness::from(riskengine);
+        assert!(
+            alone
+                .check()
+                .is_err_and(|s| s.starts_with("the API server has been unreachable")),
+            "one operator's readiness names no machine"
+        );
     }
 }

@@ -10,6 +10,7 @@ use kube::Client;
 use super::{Operator, Replicas, Shutdown};
 use crate::engine::Reconcilable;
 use crate::ha::shards::Shards;
+use crate::model::description::Description;
 use crate::observe::metrics::{MachineMetrics, Metrics};
 use crate::watch::health::Health;
 use crate::watch::shared::SharedWatches;
@@ -23,6 +24,8 @@ pub(crate) trait Machine: Send {
     fn kind(&self) -> String;
     /// The client it was built with.
     fn client(&self) -> Client;
+    /// Its machine, as data.
+    fn description(&self) -> Description;
     /// Its controller's connection state.
     fn health(&self) -> Health;
     /// Its metrics.
@@ -51,6 +54,10 @@ where
 
     fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    fn description(&self) -> Description {
+        Description::of(K::machine())
     }
 
     fn health(&self) -> Health {

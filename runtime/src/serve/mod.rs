@@ -1,15 +1,19 @@
-//! The operator's own HTTP endpoint: `GET /metrics` (Prometheus text format), `GET /healthz`
-//! (liveness: the process serves, and so does its admission webhook when it has one) and
-//! `GET /readyz` (503 while the API server is unreachable, saying since when and why, or
-//! while the webhook's new certificate does not load), on hyper, as controller-runtime's
-//! manager serves them; and `GET /machine`, each machine drawn with the number of objects in
-//! each phase ([`page`]).
+//! The operator's own HTTP endpoint (feature `serve`), as controller-runtime's manager serves
+//! it: `GET /metrics` (Prometheus text format), `GET /healthz` (liveness: the process serves,
+//! and so does its admission webhook when it has one), `GET /readyz` (503 while a machine's
+//! watches are down, naming it and saying since when and why, or while the webhook's new
+//! certificate does not load) and `GET /machine`, every machine drawn with the number of
+//! objects in each phase.
 //!
 //! A certificate that does not load is a readiness problem, not a liveness one: the webhook
 //! still serves the old certificate, and a restarted process would not load the new one
 //! either (it would crash-loop instead of serving).
+//!
+//! Served on hyper's HTTP/1 connection API, as the admission webhook is: four fixed paths need
+//! no router, and the webhook's hardening (header-read timeouts, connection caps) is written
+//! against that API.
 
-pub mod page;
+mod page;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,41 +25,66 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use kube_fsm::StateMachine;
-use kube_fsm::admission::WebhookHealth;
-use kube_fsm::controller::{Connection, Health};
-use kube_fsm::machine::Description;
-use kube_fsm::metrics::Metrics;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+#[cfg(feature = "admission")]
+use crate::admission::WebhookHealth;
+use crate::manager::{Manager, Readiness};
+use crate::model::description::Description;
+use crate::model::state_machine::StateMachine;
+use crate::observe::metrics::Metrics;
 use page::Shown;
 
 /// What the endpoint serves: build it, then [`Endpoints::serve`].
 #[derive(Debug)]
 pub struct Endpoints {
     registry: Registry,
-    health: Health,
+    readiness: Readiness,
+    #[cfg(feature = "admission")]
     webhook: Option<WebhookHealth>,
     /// Each machine `/machine` draws, with the metrics that count its objects.
     machines: Vec<(Description, Metrics)>,
 }
 
 impl Endpoints {
-    /// `/metrics` from `registry`, `/readyz` from the operator's `health`.
+    /// `/metrics` from `registry`, `/readyz` from `readiness` (a [`Manager`]'s, or one
+    /// operator's [`crate::controller::Health`]).
     #[must_use]
-    pub fn new(registry: Registry, health: Health) -> Self {
+    pub fn new(registry: Registry, readiness: impl Into<Readiness>) -> Self {
         Endpoints {
             registry,
-            health,
+            readiness: readiness.into(),
+            #[cfg(feature = "admission")]
             webhook: None,
             machines: Vec::new(),
         }
     }
 
+    /// Everything `manager` runs: its metrics registered in a new registry, its readiness,
+    /// and each of its machines drawn on `/machine`.
+    #[must_use]
+    pub fn of(manager: &Manager) -> Self {
+        let mut registry = Registry::default();
+        manager.metrics().register(&mut registry);
+        let mut endpoints = Endpoints::new(registry, manager.readiness());
+        endpoints.machines = manager
+            .descriptions()
+            .into_iter()
+            .map(|description| (description, manager.metrics().clone()))
+            .collect();
+        endpoints
+    }
+
+    /// The registry `/metrics` serves, to register more into it.
+    pub fn registry(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// `/healthz` also fails while the admission webhook does not serve
     /// ([`WebhookHealth::live`]), `/readyz` while its certificate has expired
     /// ([`WebhookHealth::ready`]).
+    #[cfg(feature = "admission")]
     #[must_use]
     pub fn webhook(mut self, webhook: Option<WebhookHealth>) -> Self {
         self.webhook = webhook;
@@ -103,6 +132,23 @@ impl Endpoints {
         });
         Ok((bound, task))
     }
+
+    fn live(&self) -> Result<(), String> {
+        #[cfg(feature = "admission")]
+        if let Some(webhook) = &self.webhook {
+            return webhook.live();
+        }
+        Ok(())
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        self.readiness.check()?;
+        #[cfg(feature = "admission")]
+        if let Some(webhook) = &self.webhook {
+            return webhook.ready();
+        }
+        Ok(())
+    }
 }
 
 async fn respond(
@@ -140,34 +186,8 @@ async fn respond(
                 page::page(&shown),
             )
         }
-        "/healthz" => match served.webhook.as_ref().map(WebhookHealth::live) {
-            None | Some(Ok(())) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-            Some(Err(reason)) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                format!("{reason}\n"),
-            ),
-        },
-        "/readyz" => match served.health.status() {
-            Connection::Up => match served.webhook.as_ref().map(WebhookHealth::ready) {
-                None | Some(Ok(())) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-                Some(Err(reason)) => (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "text/plain",
-                    format!("{reason}\n"),
-                ),
-            },
-            Connection::Down { since, reason } => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                format!("the API server has been unreachable since {since}: {reason}\n"),
-            ),
-            Connection::Refused { reason } => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                format!("the API server refuses a watch: {reason}\n"),
-            ),
-        },
+        "/healthz" => verdict(served.live()),
+        "/readyz" => verdict(served.ready()),
         _ => (
             StatusCode::NOT_FOUND,
             "text/plain",
@@ -184,12 +204,14 @@ async fn respond(
     Ok(response)
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default: `default`, e.g. `info`).
-pub fn init_logging(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+/// A probe's answer: 200 `ok`, or 503 with the reason.
+fn verdict(result: Result<(), String>) -> (StatusCode, &'static str, String) {
+    match result {
+        Ok(()) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            format!("{reason}\n"),
+        ),
+    }
 }

@@ -5,24 +5,25 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use kube_fsm::machine::{Description, DiagramFormat};
+use crate::model::description::Description;
+use crate::model::diagram::DiagramFormat;
 
 /// How often the page reloads itself, in seconds.
-pub const REFRESH_SECONDS: u32 = 5;
+pub(crate) const REFRESH_SECONDS: u32 = 5;
 
 /// One machine as the page shows it: its description and objects per phase label.
 #[derive(Debug)]
-pub struct Shown<'a> {
+pub(crate) struct Shown<'a> {
     /// The machine.
-    pub machine: &'a Description,
+    pub(crate) machine: &'a Description,
     /// Objects per phase label (`""`: no phase yet; `Unknown`: a value the spec does not
     /// declare), as `Metrics::objects` gives them.
-    pub counts: BTreeMap<String, usize>,
+    pub(crate) counts: BTreeMap<String, usize>,
 }
 
 /// The page, one section per machine.
 #[must_use]
-pub fn page(machines: &[Shown<'_>]) -> String {
+pub(crate) fn page(machines: &[Shown<'_>]) -> String {
     let kinds: Vec<&str> = machines.iter().map(|m| m.machine.kind.as_str()).collect();
     let mut html = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -117,10 +118,9 @@ fn escape(text: &str) -> String {
 mod tests {
     use std::collections::BTreeMap;
 
-    use kube_fsm::machine::Description;
-
     use super::{Shown, page};
-    use crate::database::DatabasePhase;
+    use crate::model::description::Description;
+    use crate::test_machines::DatabasePhase;
 
     #[test]
     fn the_page_draws_the_machine_and_tables_its_counts() {

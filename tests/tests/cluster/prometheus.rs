@@ -70,7 +70,7 @@ async fn prometheus_fires_the_near_timeout_and_drift_alerts_and_answers_every_da
     let metrics = Metrics::default();
     metrics.register(&mut registry);
     let operator = operator::in_namespace::<Overdue, _>(&client, &ns, NeverReady).metrics(&metrics);
-    let (addr, serving) = kube_fsm_examples::serve::Endpoints::new(registry, operator.health())
+    let (addr, serving) = kube_fsm::serve::Endpoints::new(registry, operator.health())
         .serve("127.0.0.1:0".parse().expect("an address"))
         .await
         .expect("serve /metrics");
