@@ -32,28 +32,27 @@ impl Running {
         K: kube_fsm::Reconcilable<H>,
         H: Send + Sync + 'static,
     {
-        let (stop, stopped) = oneshot::channel::<()>();
-        let operator = operator.shutdown_on(async move {
-            let _ = stopped.await;
-        });
-        Running {
-            stop,
-            task: tokio::spawn(operator.run()),
-        }
+        Self::start(|stopped| tokio::spawn(operator.shutdown_on(stopped).run()))
     }
 
     /// Spawns `manager` (several machines in one process), to be stopped with
     /// [`Running::stop`].
     #[must_use]
     pub fn manager(manager: kube_fsm::Manager) -> Self {
+        Self::start(|stopped| tokio::spawn(manager.shutdown_on(stopped).run()))
+    }
+
+    /// Runs what `spawn` starts with a shutdown signal that [`Running::stop`] sends.
+    fn start(
+        spawn: impl FnOnce(
+            std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>,
+        ) -> JoinHandle<kube_fsm::Stopped>,
+    ) -> Self {
         let (stop, stopped) = oneshot::channel::<()>();
-        let manager = manager.shutdown_on(async move {
+        let task = spawn(Box::pin(async move {
             let _ = stopped.await;
-        });
-        Running {
-            stop,
-            task: tokio::spawn(manager.run()),
-        }
+        }));
+        Running { stop, task }
     }
 
     /// Shuts down gracefully (in-flight reconciles finish; a held Lease is released).

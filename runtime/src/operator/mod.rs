@@ -188,7 +188,7 @@ where
     /// serve several controllers; register it in a registry once.
     #[must_use]
     pub fn metrics(mut self, metrics: &Metrics) -> Self {
-        self.metrics = Arc::new(metrics.for_machine(self.store.clone()));
+        machine::Machine::record_into(&mut self, metrics);
         self
     }
 
