@@ -1,6 +1,7 @@
-//! The `deploy` example's kustomize base: the checked-in one (`examples/deploy/`) is what it
-//! writes today; its cert-manager and webhook objects fit together; and the API server (1.20)
-//! accepts every object of a kind it serves, in a server-side dry run.
+//! The kustomize base of the two-kind example operator (`operator manifests`): the checked-in
+//! one (`examples/deploy/`) is what it writes today; its cert-manager and webhook objects fit
+//! together; and the API server accepts every object of a kind it serves, in a server-side
+//! dry run.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,17 +13,22 @@ use kube::discovery::{Discovery, Scope};
 use kube_fsm_testkit::{cluster, example_output, files};
 use serde_json::Value;
 
-const SNAPSHOT_ARGS: [&str; 5] = [
+const SNAPSHOT_ARGS: [&str; 7] = [
     "--image",
     "ghcr.io/kube-fsm/examples:0.1.0",
+    "--namespace",
+    "kube-fsm-system",
     "--replicas",
     "2",
     "--webhook",
 ];
 
-/// The files `deploy ARGS --out DIR` writes, by name.
+/// The files `operator manifests ARGS --out DIR` writes, by name.
 fn generate(args: &[&str]) -> BTreeMap<String, String> {
-    example_output("deploy", args)
+    let args: Vec<&str> = std::iter::once("manifests")
+        .chain(args.iter().copied())
+        .collect();
+    example_output("operator", &args)
 }
 
 fn yaml(text: &str) -> Value {
@@ -36,7 +42,7 @@ fn the_checked_in_base_is_what_the_example_writes() {
     assert_eq!(
         snapshot.keys().collect::<Vec<_>>(),
         generated.keys().collect::<Vec<_>>(),
-        "regenerate with: cargo run -p kube-fsm-examples --example deploy -- {} --out examples/deploy",
+        "regenerate with: rm -r examples/deploy && cargo run -p kube-fsm-examples --example operator -- manifests {} --out examples/deploy",
         SNAPSHOT_ARGS.join(" ")
     );
     for (file, text) in &generated {
@@ -102,10 +108,26 @@ fn the_webhook_objects_fit_together() {
             .iter()
             .any(|p| p["name"] == "webhook")
     );
+    // One webhook per kind in the one registration.
+    let kinds: Vec<&str> = registration["webhooks"]
+        .as_array()
+        .expect("webhooks")
+        .iter()
+        .filter_map(|w| w["name"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "phase.databases.example.kube-fsm.dev",
+            "phase.riskengines.example.kube-fsm.dev"
+        ]
+    );
     // Two replicas: leader election, and a disruption budget that keeps one.
     let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     assert!(args.contains("--leader-elect"), "{args}");
     assert!(files.contains_key("pod-disruption-budget.yaml"));
+    // The Namespace is in the base, so that it applies to a fresh cluster.
+    assert_eq!(yaml(&files["namespace.yaml"])["metadata"]["name"], ns);
 }
 
 #[tokio::test]

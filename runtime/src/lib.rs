@@ -37,6 +37,8 @@
 // reachable by one path.
 #[cfg(feature = "admission")]
 pub mod admission;
+#[cfg(feature = "cli")]
+pub mod cli;
 mod engine;
 mod ha;
 mod handling;
@@ -134,7 +136,7 @@ pub mod deploy {
     //! from its own wiring ([`crate::Operator::rbac`], [`crate::Operator::needs`]), as Roles,
     //! ClusterRoles and bindings for its ServiceAccount, and the kustomize base that runs it
     //! ([`Deploy::manifests`]).
-    pub use crate::manifests::{Deploy, Manifest};
+    pub use crate::manifests::{Deploy, Kind, Manifest};
     pub use crate::operator::rbac::{Permission, Rbac, RbacObjects, Scope, Verb};
 }
 

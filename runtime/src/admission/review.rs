@@ -34,6 +34,11 @@ impl Validator {
         Ok(Self { machine, policy })
     }
 
+    /// The kind of the machine it reviews (a webhook reviewing several kinds routes by it).
+    pub fn kind(&self) -> &'static str {
+        self.machine.kind
+    }
+
     /// The policy applied.
     pub fn policy(&self) -> &Policy {
         &self.policy

@@ -1,6 +1,6 @@
-//! The manifests that deploy an operator: a kustomize base with the CRD, the ServiceAccount,
-//! the least-privilege RBAC of [`crate::Operator::rbac`], the Deployment (probes, metrics
-//! port, a hardened security context, a termination grace longer than the Lease's renew
+//! The manifests that deploy an operator: a kustomize base with the CRDs, its Namespace, the
+//! ServiceAccount, the least-privilege RBAC of [`crate::Operator::rbac`], the Deployment
+//! (probes, metrics port, a hardened security context, a termination grace longer than the Lease's renew
 //! deadline), a metrics Service, a PodDisruptionBudget when there is more than one replica,
 //! and with the webhook its Service, registration, cert-manager certificate and a
 //! NetworkPolicy admitting only the webhook's and the metrics' ports.
@@ -25,6 +25,34 @@ pub struct Manifest {
     pub file: String,
     /// The object (or, for `kustomization.yaml`, the kustomization).
     pub object: Value,
+}
+
+/// One kind an operator deploys ([`Deploy::manifests_of`]): its CRD and, with the webhook,
+/// the policy it serves for the kind.
+#[derive(Clone, Debug)]
+pub struct Kind {
+    crd: CustomResourceDefinition,
+    #[cfg(feature = "admission")]
+    policy: crate::admission::Policy,
+}
+
+impl Kind {
+    /// The kind `crd` defines (its webhook, if deployed, serving the default policy).
+    pub fn new(crd: CustomResourceDefinition) -> Self {
+        Kind {
+            crd,
+            #[cfg(feature = "admission")]
+            policy: crate::admission::Policy::default(),
+        }
+    }
+
+    /// Its webhook serves `policy` (whose tiers the registration reflects).
+    #[cfg(feature = "admission")]
+    #[must_use]
+    pub fn policy(mut self, policy: crate::admission::Policy) -> Self {
+        self.policy = policy;
+        self
+    }
 }
 
 /// How the operator is deployed ([`Deploy::manifests`]).
@@ -119,16 +147,49 @@ impl Deploy {
     /// ([`crate::Operator::rbac`] of the operator as the Deployment runs it), in order, with
     /// `kustomization.yaml` last.
     pub fn manifests<K: StateMachine + CustomResourceExt>(&self, rbac: &Rbac) -> Vec<Manifest> {
-        let crd = self.crd.clone().unwrap_or_else(crate::model::crd::crd::<K>);
+        let kind = Kind::new(self.crd.clone().unwrap_or_else(crate::model::crd::crd::<K>));
         #[cfg(feature = "admission")]
-        let crd = match &self.webhook {
-            Some(served) => webhook::converting(self, served, crd),
-            None => crd,
+        let kind = match &self.webhook {
+            Some(served) => kind.policy(served.policy.clone()),
+            None => kind,
         };
-        let mut manifests = vec![
-            manifest("crd.yaml", &crd),
-            manifest("service-account.yaml", objects::service_account(self)),
-        ];
+        self.manifests_of(&[kind], rbac)
+    }
+
+    /// The kustomize base of an operator running several machines in one process (a
+    /// [`crate::Manager`]): every kind's CRD (`crd-PLURAL.GROUP.yaml`), one ServiceAccount with
+    /// `rbac` (the union of the machines' [`crate::Operator::rbac`], [`Rbac::merge`]), one
+    /// Deployment, and with the webhook one Service, one certificate and one registration
+    /// with a webhook per kind; in order, with `kustomization.yaml` last. One kind: the same
+    /// files as [`Deploy::manifests`].
+    pub fn manifests_of(&self, kinds: &[Kind], rbac: &Rbac) -> Vec<Manifest> {
+        #[cfg(feature = "admission")]
+        let kinds: Vec<Kind> = match &self.webhook {
+            Some(served) => kinds
+                .iter()
+                .map(|kind| Kind {
+                    crd: webhook::converting(self, served, kind.crd.clone()),
+                    ..kind.clone()
+                })
+                .collect(),
+            None => kinds.to_vec(),
+        };
+        let crds = kinds.iter().map(|kind| match kinds.len() {
+            1 => manifest("crd.yaml", &kind.crd),
+            _ => manifest(
+                &format!(
+                    "crd-{}.yaml",
+                    kind.crd.metadata.name.as_deref().unwrap_or_default()
+                ),
+                &kind.crd,
+            ),
+        });
+        let mut manifests: Vec<Manifest> = crds.collect();
+        manifests.push(manifest("namespace.yaml", objects::namespace(self)));
+        manifests.push(manifest(
+            "service-account.yaml",
+            objects::service_account(self),
+        ));
         let roles = rbac.objects(&self.name, &self.name, &self.namespace);
         let rbac_files: [(&str, Vec<Value>); 4] = [
             ("cluster-role", values(&roles.cluster_roles)),
@@ -159,7 +220,7 @@ impl Deploy {
         }
         #[cfg(feature = "admission")]
         if let Some(served) = &self.webhook {
-            manifests.extend(webhook::manifests(self, served, &crd));
+            manifests.extend(webhook::manifests(self, served, &kinds));
         }
         let resources: Vec<&str> = manifests.iter().map(|m| m.file.as_str()).collect();
         let kustomization = json!({

@@ -1,9 +1,18 @@
-//! The operator's own objects: its ServiceAccount, Deployment, metrics Service and
+//! The operator's own objects: its Namespace, ServiceAccount, Deployment, metrics Service and
 //! PodDisruptionBudget.
 
 use serde_json::{Value, json};
 
 use crate::manifests::Deploy;
+
+/// The operator's namespace, so that the base applies to a fresh cluster.
+pub(crate) fn namespace(deploy: &Deploy) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": { "name": deploy.namespace, "labels": deploy.labels() },
+    })
+}
 
 pub(crate) fn service_account(deploy: &Deploy) -> Value {
     json!({

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::json;
 
 use crate::admission::{Endpoint, FailurePolicy, Policy, WebhookOptions};
-use crate::manifests::{Deploy, Manifest};
+use crate::manifests::{Deploy, Kind, Manifest};
 
 /// Where the Pod finds the serving certificate (`tls.crt`, `tls.key`).
 pub(crate) const CERT_DIR: &str = "/etc/webhook/tls";
@@ -108,19 +108,9 @@ fn certificate_ref(deploy: &Deploy) -> String {
     format!("{}/{}", deploy.namespace, service(deploy))
 }
 
-pub(crate) fn manifests(
-    deploy: &Deploy,
-    served: &Served,
-    crd: &CustomResourceDefinition,
-) -> Vec<Manifest> {
+pub(crate) fn manifests(deploy: &Deploy, served: &Served, kinds: &[Kind]) -> Vec<Manifest> {
     let (name, namespace) = (service(deploy), deploy.namespace.as_str());
-    let mut registration =
-        serde_json::to_value(crate::admission::validating_webhook_configuration_for(
-            crd,
-            &served.options,
-            &served.policy,
-        ))
-        .unwrap_or_default();
+    let mut registration = registration(deploy, served, kinds);
     registration["metadata"]["annotations"] = json!({ INJECT_CA_FROM: certificate_ref(deploy) });
     let service = json!({
         "apiVersion": "v1",
@@ -170,6 +160,27 @@ pub(crate) fn manifests(
         object,
     })
     .collect()
+}
+
+/// One registration with a webhook (or one per tier) for each kind; named as the kind's own
+/// registration when there is one kind, as the webhook's Service when there are several.
+fn registration(deploy: &Deploy, served: &Served, kinds: &[Kind]) -> serde_json::Value {
+    let mut each = kinds.iter().map(|kind| {
+        crate::admission::validating_webhook_configuration_for(
+            &kind.crd,
+            &served.options,
+            &kind.policy,
+        )
+    });
+    let mut registration = each.next().unwrap_or_default();
+    for other in each {
+        let webhooks = registration.webhooks.get_or_insert_with(Vec::new);
+        webhooks.extend(other.webhooks.unwrap_or_default());
+    }
+    if kinds.len() > 1 {
+        registration.metadata.name = Some(service(deploy));
+    }
+    serde_json::to_value(registration).unwrap_or_default()
 }
 
 /// The Pod admits ingress only to the webhook's port (from `served.from`, or anywhere) and to

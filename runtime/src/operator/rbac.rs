@@ -192,6 +192,18 @@ impl Rbac {
         });
     }
 
+    /// Adds every permission of `other` (the machines of one process share one
+    /// ServiceAccount: its role is the union of theirs).
+    pub fn merge(&mut self, other: &Rbac) {
+        for p in &other.permissions {
+            for why in &p.why {
+                let verbs = p.verbs.iter().copied();
+                let (names, scope) = (p.names.clone(), p.scope.clone());
+                self.add(&p.group, &p.resource, scope, verbs, names, why.clone());
+            }
+        }
+    }
+
     /// This without the permission at `index` (as an operator whose role lacks one rule).
     #[must_use]
     pub fn without(&self, index: usize) -> Rbac {

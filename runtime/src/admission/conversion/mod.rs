@@ -247,6 +247,46 @@ impl Converter {
         }
     }
 
+    /// Whether `review` is of this converter's kind: its desired version of this group, its
+    /// objects of this kind (a webhook converting several kinds routes by it).
+    #[must_use]
+    pub fn converts(&self, review: &ConversionReview) -> bool {
+        let Some(request) = &review.request else {
+            return false;
+        };
+        let group = request.desired_api_version.split_once('/').map(|(g, _)| g);
+        group == Some(self.group.as_str())
+            && request
+                .objects
+                .iter()
+                .all(|object| object["kind"].as_str() == Some(self.kind.as_str()))
+    }
+
+    /// The answer to a review no converter of a webhook converts: a failure naming its kind.
+    #[must_use]
+    pub fn unconvertible(review: ConversionReview) -> ConversionReview {
+        let Ok(request) = ConversionRequest::from_review(review) else {
+            return ConversionResponse::invalid(Status::failure(
+                "a ConversionReview without a request",
+                "BadRequest",
+            ))
+            .into_review();
+        };
+        let kinds: Vec<&str> = request
+            .objects
+            .iter()
+            .filter_map(|o| o["kind"].as_str())
+            .collect();
+        let message = format!(
+            "this webhook converts no {} to {}: the CRD sends its conversions to a webhook that does not serve it",
+            kinds.first().copied().unwrap_or("object"),
+            request.desired_api_version
+        );
+        ConversionResponse::for_request(request)
+            .failure(Status::failure(&message, "ConversionFailed"))
+            .into_review()
+    }
+
     /// Answers one review: every object converted to the desired version, in order, or a
     /// failure naming the object and both versions (the API server then fails the request) —
     /// but an object read through an older version that does not convert is answered

@@ -1,14 +1,14 @@
 //! One request's answer: the route, the body (bounded in size, time and shared memory), the
 //! review, and its metrics.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use kube::core::DynamicObject;
-use kube::core::admission::AdmissionReview;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::conversion::ConversionReview;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
@@ -25,10 +25,11 @@ pub const SMALL_BODY: usize = 64 << 10;
 /// Bytes of bodies, beyond each one's first [`SMALL_BODY`], buffered at once over all requests.
 pub const BODY_BUDGET: usize = 32 << 20;
 
-/// What one connection's requests share: the decision, the metrics, the body budget.
+/// What one connection's requests share: the decisions (one per kind), the metrics, the body
+/// budget.
 pub(super) struct Shared {
-    pub(super) validator: Arc<Validator>,
-    pub(super) converter: Option<Arc<Converter>>,
+    pub(super) validators: Vec<Validator>,
+    pub(super) converters: Vec<Converter>,
     pub(super) metrics: WebhookMetrics,
     pub(super) budget: Semaphore,
     /// Time for a body once its head is in.
@@ -57,10 +58,10 @@ pub(super) async fn answer(request: Request<Incoming>, shared: &Shared) -> Respo
 
 /// What a request asks for.
 enum Route<'a> {
-    /// An admission review, for the machine (`None`) or a tier.
-    Review(Option<&'a Tier>),
+    /// An admission review, for the machines (`None`) or a tier (by name).
+    Review(Option<&'a str>),
     /// A conversion review.
-    Convert(&'a Converter),
+    Convert,
 }
 
 /// What a review decided, for the metrics.
@@ -79,16 +80,62 @@ enum Verdict {
 fn route<'a>(path: &'a str, shared: &'a Shared) -> (Result<Route<'a>, String>, &'a str) {
     const OTHER: &str = "other";
     match path.strip_prefix(TIER_PATH) {
-        Some(name) => match shared.validator.policy().tier(name) {
-            Some(tier) => (Ok(Route::Review(Some(tier))), path),
-            None => (Err(format!("no tier {name:?}\n")), OTHER),
-        },
+        Some(name)
+            if shared
+                .validators
+                .iter()
+                .any(|v| v.policy().tier(name).is_some()) =>
+        {
+            (Ok(Route::Review(Some(name))), path)
+        }
+        Some(name) => (Err(format!("no tier {name:?}\n")), OTHER),
         None if path == PATH => (Ok(Route::Review(None)), PATH),
-        None if path == CONVERT_PATH => match &shared.converter {
-            Some(converter) => (Ok(Route::Convert(converter)), CONVERT_PATH),
-            None => (Err("no conversions served\n".to_owned()), OTHER),
-        },
+        None if path == CONVERT_PATH && !shared.converters.is_empty() => {
+            (Ok(Route::Convert), CONVERT_PATH)
+        }
+        None if path == CONVERT_PATH => (Err("no conversions served\n".to_owned()), OTHER),
         None => (Err("not found\n".to_owned()), OTHER),
+    }
+}
+
+/// The validator of the review's kind (the only one, when the webhook reviews one kind), and
+/// the tier named, if any; or why the review cannot be answered.
+fn validator_for<'a>(
+    shared: &'a Shared,
+    tier: Option<&str>,
+    review: &AdmissionReview<DynamicObject>,
+) -> Result<(&'a Validator, Option<&'a Tier>), String> {
+    let validator = match shared.validators.as_slice() {
+        [only] => only,
+        several => {
+            let kind = review.request.as_ref().map_or("", |r| r.kind.kind.as_str());
+            let found = several.iter().find(|v| v.kind() == kind);
+            found.ok_or_else(|| {
+                let kinds: Vec<&str> = several.iter().map(Validator::kind).collect();
+                format!(
+                    "this webhook reviews {}, not {kind:?}: its registration names a kind it does not serve",
+                    kinds.join(", ")
+                )
+            })?
+        }
+    };
+    match tier {
+        None => Ok((validator, None)),
+        Some(name) => match validator.policy().tier(name) {
+            Some(tier) => Ok((validator, Some(tier))),
+            None => Err(format!(
+                "the {} machine's policy has no tier {name:?}",
+                validator.kind()
+            )),
+        },
+    }
+}
+
+/// The converter of the review's kind (the only one, when the webhook converts one kind).
+fn converter_for<'a>(shared: &'a Shared, review: &ConversionReview) -> Option<&'a Converter> {
+    match shared.converters.as_slice() {
+        [only] => Some(only),
+        several => several.iter().find(|c| c.converts(review)),
     }
 }
 
@@ -100,7 +147,7 @@ async fn respond(
     let short = |status, message| (text(status, message), Verdict::Answered);
     let what = match &route {
         Route::Review(_) => "an AdmissionReview",
-        Route::Convert(_) => "a ConversionReview",
+        Route::Convert => "a ConversionReview",
     };
     if request.method() != Method::POST {
         return short(StatusCode::METHOD_NOT_ALLOWED, format!("POST {what}\n"));
@@ -127,7 +174,10 @@ async fn respond(
                     return short(StatusCode::BAD_REQUEST, format!("not {what}: {err}\n"));
                 }
             };
-            let answered = shared.validator.review(tier, review);
+            let answered = match validator_for(shared, tier, &review) {
+                Ok((validator, tier)) => validator.review(tier, review),
+                Err(message) => unanswerable(review, message),
+            };
             let denied = answered.response.as_ref().is_some_and(|r| !r.allowed);
             let verdict = if denied {
                 Verdict::Denied
@@ -136,9 +186,12 @@ async fn respond(
             };
             (serde_json::to_vec(&answered), verdict)
         }
-        Route::Convert(converter) => match serde_json::from_slice(&body) {
+        Route::Convert => match serde_json::from_slice::<ConversionReview>(&body) {
             Ok(review) => {
-                let answered = converter.review(review);
+                let answered = match converter_for(shared, &review) {
+                    Some(converter) => converter.review(review),
+                    None => Converter::unconvertible(review),
+                };
                 // Failed, or one object of a list answered unconverted.
                 let failed = answered.response.as_ref().is_some_and(|r| {
                     r.result.is_failure()
@@ -253,6 +306,23 @@ async fn read_body<'a>(
         _ => Bytes::from(frames.concat()),
     };
     Ok((body, held, counted))
+}
+
+/// The refusal of a review no validator answers: an invalid request, for its own uid.
+fn unanswerable(
+    review: AdmissionReview<DynamicObject>,
+    message: String,
+) -> AdmissionReview<DynamicObject> {
+    let request: Result<AdmissionRequest<DynamicObject>, _> = review.try_into();
+    match request {
+        Ok(request) => {
+            let mut response = AdmissionResponse::from(&request).deny(message);
+            response.result.code = 400;
+            response.result.reason = "BadRequest".to_owned();
+            response.into_review()
+        }
+        Err(err) => AdmissionResponse::invalid(err).into_review(),
+    }
 }
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {

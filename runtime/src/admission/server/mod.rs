@@ -97,8 +97,8 @@ pub enum ServeError {
 /// ```
 pub struct Webhook {
     listener: TcpListener,
-    validator: Arc<Validator>,
-    converter: Option<Arc<Converter>>,
+    validators: Vec<Validator>,
+    converters: Vec<Converter>,
     certificate: ServingCertificate,
     tls: TlsAcceptor,
     health: WebhookHealth,
@@ -134,8 +134,8 @@ impl Webhook {
             .map_err(|source| ServeError::Bind { addr, source })?;
         Ok(Self {
             listener,
-            validator: Arc::new(validator),
-            converter: None,
+            validators: vec![validator],
+            converters: Vec::new(),
             certificate,
             tls,
             health: WebhookHealth::default(),
@@ -157,11 +157,21 @@ impl Webhook {
         Ok(self)
     }
 
-    /// Also serves the CRD's conversions at [`CONVERT_PATH`] (same server, certificate and
-    /// limits), as [`crate::admission::conversion_webhook`] registers them.
+    /// Also reviews another kind's writes, at the same paths: each review goes to the
+    /// validator of its kind (`request.kind`), so that one Service, one certificate and one
+    /// registration with a webhook per kind serve every machine of a process.
+    #[must_use]
+    pub fn validator(mut self, validator: Validator) -> Self {
+        self.validators.push(validator);
+        self
+    }
+
+    /// Also serves a CRD's conversions at [`CONVERT_PATH`] (same server, certificate and
+    /// limits), as [`crate::admission::conversion_webhook`] registers them. Called for several
+    /// kinds, each review goes to the converter of its objects' kind and group.
     #[must_use]
     pub fn converter(mut self, converter: Converter) -> Self {
-        self.converter = Some(Arc::new(converter));
+        self.converters.push(converter);
         self
     }
 
@@ -208,8 +218,8 @@ impl Webhook {
     pub async fn run(self) {
         let Self {
             listener,
-            validator,
-            converter,
+            validators,
+            converters,
             certificate,
             tls,
             health,
@@ -222,8 +232,8 @@ impl Webhook {
         certificate::record(&health, &metrics, None, certificate.expires());
         let _serving = Serving(health.clone(), metrics.clone());
         let shared = Arc::new(Shared {
-            validator,
-            converter,
+            validators,
+            converters,
             metrics: metrics.clone(),
             budget: Semaphore::new(BODY_BUDGET),
             body: limits.body,

@@ -245,6 +245,54 @@ async fn conversions_are_served_at_their_path_beside_the_reviews_and_only_when_g
     assert!(converted.contains("no conversions served"), "{converted}");
 }
 
+/// One port for every machine of a process: each review goes to the validator of its kind,
+/// a kind the webhook does not review is refused with a sentence saying so.
+#[tokio::test]
+async fn one_webhook_reviews_each_kind_by_its_own_machine() {
+    use crate::admission::tests_support::GATED;
+    let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).unwrap();
+    let tls = connector(certificate.ca_bundle().unwrap());
+    let webhook = Webhook::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        Validator::for_machine(&MACHINE, Policy::default()),
+        certificate,
+    )
+    .await
+    .unwrap()
+    .validator(Validator::for_machine(&GATED, Policy::default()));
+    let addr = webhook.local_addr();
+    let task = tokio::spawn(webhook.run());
+    let of_kind = |kind: &str, old: &str, new: &str| {
+        let mut review = status_update(Some(old), Some(new), "kubectl");
+        review["request"]["kind"]["kind"] = kind.into();
+        review.to_string()
+    };
+    let allowed = |answer: &str| answer.contains(r#""allowed":true"#);
+    // Pending -> Running is a Job edge; Pending -> Approved a (manual) Change edge only.
+    let job = post(&tls, addr, PATH, &of_kind("Job", "Pending", "Running")).await;
+    assert!(allowed(&job), "{job}");
+    let job = post(&tls, addr, PATH, &of_kind("Job", "Pending", "Approved")).await;
+    // Each refused by its own machine: Approved is no Job phase, Running no Change phase.
+    assert!(
+        !allowed(&job) && job.contains(r#"\"Done\", \"Failed\""#),
+        "{job}"
+    );
+    let change = post(&tls, addr, PATH, &of_kind("Change", "Pending", "Approved")).await;
+    assert!(allowed(&change), "{change}");
+    let change = post(&tls, addr, PATH, &of_kind("Change", "Pending", "Running")).await;
+    assert!(
+        !allowed(&change) && change.contains(r#"\"Approved\", \"Rejected\""#),
+        "{change}"
+    );
+    let other = post(&tls, addr, PATH, &of_kind("Ticket", "Pending", "Running")).await;
+    assert!(!allowed(&other), "{other}");
+    assert!(
+        other.contains(r#"this webhook reviews Job, Change, not \"Ticket\""#),
+        "{other}"
+    );
+    task.abort();
+}
+
 /// The API server's webhook client keeps an idle connection for 90 s and sends its next
 /// review on it: the server must not close it first.
 #[tokio::test]

@@ -1,0 +1,315 @@
+//! The command line, typed: what each command takes, every flag also from an environment
+//! variable (`KUBE_FSM_…`), and the `run` flags rendered back into arguments for the generated
+//! Deployment ([`RunArgs::to_args`]), so that the manifests never carry a flag by hand.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// The operator's command line.
+#[derive(Debug, Parser)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What the binary does.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run every machine until SIGTERM or Ctrl-C.
+    Run(RunArgs),
+    /// Print every kind's CRD as YAML (with the machine's CEL rules and printer columns).
+    Crd,
+    /// Write the kustomize base that deploys this operator with least privilege.
+    Manifests(ManifestsArgs),
+    /// Write the Prometheus rules, the PrometheusRule and the Grafana dashboard of every machine.
+    Monitoring(MonitoringArgs),
+    /// Print a machine as Mermaid, Graphviz DOT or SVG.
+    Diagram(DiagramArgs),
+    /// Check the cluster against this binary: its CRDs installed, and no stored object in a
+    /// phase or version this binary does not know.
+    Check,
+    /// Print the shell completion script for SHELL.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// How `run` logs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One line per event, for people.
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// `run`: where the operator watches, how its replicas share the work, where it serves.
+#[derive(Clone, Debug, PartialEq, Args)]
+pub struct RunArgs {
+    /// Watch this namespace only (default: all).
+    #[arg(long, env = "KUBE_FSM_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Only the replica holding the Lease reconciles; a replica that loses it exits 1, to be
+    /// restarted.
+    #[arg(long, env = "KUBE_FSM_LEADER_ELECT", conflicts_with = "shards")]
+    pub leader_elect: bool,
+    /// Split the objects of every kind into N shards over the replicas.
+    #[arg(long, env = "KUBE_FSM_SHARDS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub shards: Option<u32>,
+    /// This replica's identity in the Leases (default: host name and a random suffix).
+    #[arg(long, env = "KUBE_FSM_IDENTITY")]
+    pub identity: Option<String>,
+    /// Where the Leases are (default: the watched namespace, or default).
+    #[arg(long, env = "KUBE_FSM_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// The Leases' duration.
+    #[arg(
+        long,
+        env = "KUBE_FSM_LEASE_DURATION",
+        value_name = "SECS",
+        default_value_t = 15
+    )]
+    pub lease_duration: u64,
+    /// Where to serve /metrics, /healthz, /readyz and /machine.
+    #[arg(long, env = "KUBE_FSM_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Serve the admission webhook (and the conversions) of every kind here, over HTTPS.
+    #[arg(
+        long,
+        env = "KUBE_FSM_WEBHOOK_ADDR",
+        value_name = "ADDR",
+        requires = "webhook_tls"
+    )]
+    pub webhook_addr: Option<SocketAddr>,
+    /// The webhook's serving certificate and key (PEM files, re-read when they change).
+    #[arg(long, env = "KUBE_FSM_WEBHOOK_TLS", num_args = 2, value_names = ["CERT", "KEY"], value_delimiter = ',')]
+    pub webhook_tls: Option<Vec<PathBuf>>,
+    /// The webhook's policy for KIND (YAML; the default policy for a kind not named).
+    #[arg(long, env = "KUBE_FSM_WEBHOOK_POLICY", value_name = "KIND=FILE", value_parser = kind_file, value_delimiter = ',')]
+    pub webhook_policy: Vec<(String, PathBuf)>,
+    /// The log filter: a level (error, warn, info, debug, trace) or `RUST_LOG` directives.
+    #[arg(long, env = "KUBE_FSM_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// How log lines are written.
+    #[arg(long, env = "KUBE_FSM_LOG_FORMAT", value_enum, default_value_t)]
+    pub log_format: LogFormat,
+}
+
+impl Default for RunArgs {
+    fn default() -> Self {
+        RunArgs {
+            namespace: None,
+            leader_elect: false,
+            shards: None,
+            identity: None,
+            lease_namespace: None,
+            lease_duration: 15,
+            metrics_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            webhook_addr: None,
+            webhook_tls: None,
+            webhook_policy: Vec::new(),
+            log_level: "info".to_owned(),
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+impl RunArgs {
+    /// These flags as the arguments of `run` (`run` first): what the generated Deployment
+    /// passes, parsed back into the same value by the binary.
+    #[must_use]
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec!["run".to_owned()];
+        let mut flag = |name: &str, value: Option<String>| {
+            args.push(format!("--{name}"));
+            args.extend(value);
+        };
+        if let Some(namespace) = &self.namespace {
+            flag("namespace", Some(namespace.clone()));
+        }
+        if self.leader_elect {
+            flag("leader-elect", None);
+        }
+        if let Some(shards) = self.shards {
+            flag("shards", Some(shards.to_string()));
+        }
+        if let Some(identity) = &self.identity {
+            flag("identity", Some(identity.clone()));
+        }
+        if let Some(namespace) = &self.lease_namespace {
+            flag("lease-namespace", Some(namespace.clone()));
+        }
+        flag("lease-duration", Some(self.lease_duration.to_string()));
+        flag("metrics-addr", Some(self.metrics_addr.to_string()));
+        if let Some(addr) = self.webhook_addr {
+            flag("webhook-addr", Some(addr.to_string()));
+        }
+        if let Some(files) = &self.webhook_tls {
+            flag("webhook-tls", None);
+            args.extend(files.iter().map(|f| f.display().to_string()));
+        }
+        for (kind, file) in &self.webhook_policy {
+            args.push("--webhook-policy".to_owned());
+            args.push(format!("{kind}={}", file.display()));
+        }
+        args.push("--log-level".to_owned());
+        args.push(self.log_level.clone());
+        args.push("--log-format".to_owned());
+        args.push(
+            match self.log_format {
+                LogFormat::Text => "text",
+                LogFormat::Json => "json",
+            }
+            .to_owned(),
+        );
+        args
+    }
+}
+
+/// `manifests`: how the operator is deployed.
+#[derive(Clone, Debug, Args)]
+pub(crate) struct ManifestsArgs {
+    /// The operator's image (its entrypoint this binary).
+    #[arg(long, env = "KUBE_FSM_IMAGE")]
+    pub image: String,
+    /// The operator's namespace (created by the base).
+    #[arg(long, env = "KUBE_FSM_DEPLOY_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Watch this namespace only (default: all; the RBAC then is a Role there).
+    #[arg(long)]
+    pub watch_namespace: Option<String>,
+    /// Replicas (more than one: leader election, unless --shards).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: u32,
+    /// Split the objects into N shards over the replicas.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub shards: Option<u32>,
+    /// Also serve and register the admission webhook of every kind (one Service, one
+    /// certificate from cert-manager, one registration).
+    #[arg(long)]
+    pub webhook: bool,
+    /// Register the webhook for the namespaces with this label only.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value, requires = "webhook")]
+    pub webhook_namespace_label: Option<(String, String)>,
+    /// Let writes through when the webhook cannot be reached (failurePolicy Ignore; default
+    /// Fail: refuse them).
+    #[arg(long, requires = "webhook")]
+    pub webhook_fail_open: bool,
+    /// Write one file per object here (default: print them as one YAML stream).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// `monitoring`: what the rules watch.
+#[derive(Clone, Debug, Args)]
+pub(crate) struct MonitoringArgs {
+    /// The PrometheusRule's namespace.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Seconds an object may be in a phase without a timeout before it counts as stuck.
+    #[arg(long, default_value_t = 3600)]
+    pub stuck_after: u64,
+    /// Label matchers for every selector, e.g. `job="my-operator"`.
+    #[arg(long, default_value = "")]
+    pub matchers: String,
+    /// The operator serves the admission webhook (adds its alert).
+    #[arg(long)]
+    pub webhook: bool,
+    /// Write the files here (default: print the rules file).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// A diagram's format.
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub(crate) enum Format {
+    /// A Mermaid `stateDiagram-v2`.
+    #[default]
+    Mermaid,
+    /// Graphviz DOT.
+    Dot,
+    /// An SVG picture (laid out in pure Rust, no Graphviz needed).
+    Svg,
+}
+
+/// `diagram`: which machine, drawn how.
+#[derive(Clone, Debug, Args)]
+pub(crate) struct DiagramArgs {
+    /// The kind to draw (default: every kind; SVG draws one, so it needs the kind when there
+    /// are several).
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// The format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// `KEY=VALUE`.
+pub(crate) fn key_value(value: &str) -> Result<(String, String), String> {
+    let (key, value) = value
+        .split_once('=')
+        .ok_or(format!("takes KEY=VALUE, not {value:?}"))?;
+    Ok((key.to_owned(), value.to_owned()))
+}
+
+/// `KIND=FILE`.
+fn kind_file(value: &str) -> Result<(String, PathBuf), String> {
+    let (kind, file) = value
+        .split_once('=')
+        .ok_or(format!("takes KIND=FILE, not {value:?}"))?;
+    Ok((kind.to_owned(), PathBuf::from(file)))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn parsed(args: &[String]) -> RunArgs {
+        let cli = Cli::try_parse_from(std::iter::once("op".to_owned()).chain(args.iter().cloned()))
+            .unwrap_or_else(|err| panic!("{args:?}: {err}"));
+        match cli.command {
+            Command::Run(run) => run,
+            other => panic!("not run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_run_flags_rendered_for_the_deployment_parse_back_to_the_same_flags() {
+        let every = RunArgs {
+            namespace: Some("apps".into()),
+            leader_elect: true,
+            identity: Some("$(POD_NAME)".into()),
+            lease_namespace: Some("ops".into()),
+            lease_duration: 20,
+            metrics_addr: "0.0.0.0:9090".parse().unwrap(),
+            webhook_addr: Some("0.0.0.0:9443".parse().unwrap()),
+            webhook_tls: Some(vec!["/tls/tls.crt".into(), "/tls/tls.key".into()]),
+            webhook_policy: vec![("Database".into(), "/policy/db.yaml".into())],
+            log_level: "debug".into(),
+            log_format: LogFormat::Json,
+            ..RunArgs::default()
+        };
+        let sharded = RunArgs {
+            shards: Some(3),
+            ..RunArgs::default()
+        };
+        for args in [RunArgs::default(), every, sharded] {
+            assert_eq!(parsed(&args.to_args()), args);
+        }
+    }
+
+    #[test]
+    fn leader_election_and_shards_exclude_each_other_and_zero_shards_is_refused() {
+        let refused = |args: &[&str]| Cli::try_parse_from(args).unwrap_err().to_string();
+        let both = refused(&["op", "run", "--leader-elect", "--shards", "2"]);
+        assert!(both.contains("cannot be used with"), "{both}");
+        let zero = refused(&["op", "run", "--shards", "0"]);
+        assert!(zero.contains("0 is not in 1.."), "{zero}");
+    }
+}

@@ -1,0 +1,143 @@
+//! One machine of an [`App`](super::App): how to build its operator from a client, its CRD
+//! (one version or several), its webhook's conversions; and the same, its types erased, for
+//! the commands that handle every machine alike.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+use kube::{Client, CustomResourceExt, Resource};
+
+use crate::admission::{Converter, Policy, PolicyError, Validator};
+use crate::engine::Reconcilable;
+use crate::manager::Manager;
+use crate::model::description::Description;
+use crate::operator::rbac::Rbac;
+use crate::operator::{Operator, Replicas};
+
+/// A machine for [`App::add`](super::App::add): its operator's builder, and what the
+/// commands need beyond its types (`App::machine` takes the builder alone).
+pub struct Machine<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> {
+    build: Box<dyn Fn(Client) -> Operator<K, H>>,
+    crd: Option<CustomResourceDefinition>,
+    converter: Option<Box<dyn Fn() -> Converter>>,
+}
+
+impl<K, H> std::fmt::Debug for Machine<K, H>
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Machine")
+            .field("kind", &K::kind(&()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, H> Machine<K, H>
+where
+    K: Reconcilable<H> + CustomResourceExt,
+    H: Send + Sync + 'static,
+{
+    /// The machine whose operator `build` makes from the client (its handlers and wiring:
+    /// `owns`, `watches`, concurrency, pacing). The command line sets its namespace and the
+    /// replicas.
+    pub fn new(build: impl Fn(Client) -> Operator<K, H> + 'static) -> Self {
+        Machine {
+            build: Box::new(build),
+            crd: None,
+            converter: None,
+        }
+    }
+
+    /// Installs `crd` instead of [`crate::crd()`] of `K` (its several versions, say:
+    /// [`crate::crd_versions`]).
+    #[must_use]
+    pub fn crd(mut self, crd: CustomResourceDefinition) -> Self {
+        self.crd = Some(crd);
+        self
+    }
+
+    /// The webhook also converts between the CRD's versions with what `converter` builds.
+    #[must_use]
+    pub fn converter(mut self, converter: impl Fn() -> Converter + 'static) -> Self {
+        self.converter = Some(Box::new(converter));
+        self
+    }
+}
+
+/// A machine, its types erased.
+pub(crate) trait Entry {
+    /// The kind.
+    fn kind(&self) -> String;
+    /// The CRD to install.
+    fn crd(&self) -> CustomResourceDefinition;
+    /// The machine as data.
+    fn description(&self) -> Description;
+    /// What the operator needs, run as `namespace` and `replicas` say.
+    fn rbac(&self, client: Client, namespace: Option<&str>, replicas: Replicas) -> Rbac;
+    /// `manager` with this machine's operator added.
+    fn add_to(&self, manager: Manager, client: Client, namespace: Option<&str>) -> Manager;
+    /// The webhook's decision for this kind under `policy`.
+    fn validator(&self, policy: Policy) -> Result<Validator, PolicyError>;
+    /// Its conversions, if the webhook converts it.
+    fn converter(&self) -> Option<Converter>;
+    /// The API resource, to list its objects whatever their phase.
+    fn api_resource(&self) -> ApiResource;
+}
+
+impl<K, H> Machine<K, H>
+where
+    K: Reconcilable<H> + CustomResourceExt,
+    H: Send + Sync + 'static,
+{
+    fn operator(&self, client: Client, namespace: Option<&str>) -> Operator<K, H> {
+        let operator = (self.build)(client);
+        match namespace {
+            Some(namespace) => operator.namespace(namespace),
+            None => operator,
+        }
+    }
+}
+
+impl<K, H> Entry for Machine<K, H>
+where
+    K: Reconcilable<H> + CustomResourceExt,
+    H: Send + Sync + 'static,
+{
+    fn kind(&self) -> String {
+        K::kind(&()).into_owned()
+    }
+
+    fn crd(&self) -> CustomResourceDefinition {
+        self.crd.clone().unwrap_or_else(crate::model::crd::crd::<K>)
+    }
+
+    fn description(&self) -> Description {
+        Description::of(K::machine())
+    }
+
+    fn rbac(&self, client: Client, namespace: Option<&str>, replicas: Replicas) -> Rbac {
+        self.operator(client, namespace).replicas(replicas).rbac()
+    }
+
+    fn add_to(&self, manager: Manager, client: Client, namespace: Option<&str>) -> Manager {
+        manager.machine(self.operator(client, namespace))
+    }
+
+    fn validator(&self, policy: Policy) -> Result<Validator, PolicyError> {
+        Validator::new::<K>(policy)
+    }
+
+    fn converter(&self) -> Option<Converter> {
+        self.converter.as_ref().map(|build| build())
+    }
+
+    fn api_resource(&self) -> ApiResource {
+        ApiResource::erase::<K>(&())
+    }
+}
+
+/// `DynamicObject`'s phase, for `check`.
+pub(crate) fn phase_of(object: &DynamicObject) -> Option<&str> {
+    object.data["status"]["phase"].as_str()
+}
