@@ -14,7 +14,7 @@ use crate::model::description::Description;
 use crate::operator::rbac::Rbac;
 use crate::operator::{Operator, Replicas};
 
-/// A machine for [`App::add`](super::App::add): its operator's builder, and what the
+/// A machine for [`App::machine_with`](super::App::machine_with): its operator's builder, and what the
 /// commands need beyond its types (`App::machine` takes the builder alone).
 pub struct Machine<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> {
     build: Box<dyn Fn(Client) -> Operator<K, H>>,

@@ -97,12 +97,12 @@ impl App {
         K: Reconcilable<H> + kube::CustomResourceExt,
         H: Send + Sync + 'static,
     {
-        self.add(Machine::new(build))
+        self.machine_with(Machine::new(build))
     }
 
     /// Adds `machine` (with a CRD of several versions, or conversions).
     #[must_use]
-    pub fn add<K, H>(mut self, machine: Machine<K, H>) -> Self
+    pub fn machine_with<K, H>(mut self, machine: Machine<K, H>) -> Self
     where
         K: Reconcilable<H> + kube::CustomResourceExt,
         H: Send + Sync + 'static,
