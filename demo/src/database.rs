@@ -26,6 +26,8 @@ pub struct DemoOptions {
     pub timeout: Duration,
     /// Leave the objects (and the CRD) in place at the end.
     pub keep: bool,
+    /// The operator runs already (the process's Manager runs both machines).
+    pub shared: bool,
 }
 
 /// Runs the demo; exits 0 when every object reached Running and was cleaned up.
@@ -78,11 +80,13 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
     {
         println!("the watch of Databases has not listed yet; creating them anyway");
     }
-    let operator = Running::spawn(database::operator(
-        client.clone(),
-        Handlers::new(),
-        Some(ns),
-    ));
+    let operator = (!options.shared).then(|| {
+        Running::spawn(database::operator(
+            client.clone(),
+            Handlers::new(),
+            Some(ns),
+        ))
+    });
     cluster::create_databases(&client, ns, options.objects, 16).await?;
 
     let mut snapshots = tracker.snapshots.clone();
@@ -147,7 +151,9 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
         eprintln!("error: cleanup failed: {err}");
         code = ExitCode::FAILURE;
     }
-    operator.stop().await;
+    if let Some(operator) = operator {
+        operator.stop().await;
+    }
     tracker.stop();
     if let Some(name) = webhook
         && let Err(err) = webhook::unregister(&client, &name).await

@@ -1,4 +1,4 @@
-//! The demo `scripts/demo` runs: the Database and RiskEngine example operators in this
+//! The demo `scripts/demo` runs: the Database and RiskEngine example machines in this
 //! process against the cluster of the kubeconfig, a scripted scenario each, and every step
 //! checked (exit 1 when a promise does not hold).
 //!
@@ -74,12 +74,14 @@ impl Demo {
             namespace: self.namespace.clone(),
             timeout,
             keep: self.keep,
+            shared: self.example == Example::All,
         });
         let riskengine = Run::RiskEngine(riskengine::RiskDemoOptions {
             prefix: self.namespace,
             platform_namespace: self.platform_namespace,
             timeout,
             keep: self.keep,
+            shared: self.example == Example::All,
         });
         match self.example {
             Example::Database => vec![database],
@@ -89,8 +91,12 @@ impl Demo {
     }
 }
 
-/// Runs the demos in turn; stops at the first that fails.
+/// Runs the demos: both at once in one operator process (one Manager running both machines),
+/// or the one asked for.
 async fn run(demos: Vec<Run>) -> Result<ExitCode, BoxError> {
+    if let [Run::Database(database), Run::RiskEngine(risk)] = demos.as_slice() {
+        return together(database.clone(), risk.clone()).await;
+    }
     for demo in demos {
         let code = match demo {
             Run::Database(options) => database::run(options).await?,
@@ -101,6 +107,35 @@ async fn run(demos: Vec<Run>) -> Result<ExitCode, BoxError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Both demos at the same time, against one Manager running both machines (one watch of the
+/// children's ConfigMaps for both, one shutdown).
+async fn together(
+    database: database::DemoOptions,
+    risk: riskengine::RiskDemoOptions,
+) -> Result<ExitCode, BoxError> {
+    use kube_fsm_examples::{database as db, riskengine as re};
+    let client = kube::Client::try_default().await?;
+    cluster::install_crd(&client, db::crd()).await?;
+    cluster::install_crd(&client, re::crd()).await?;
+    cluster::ensure_namespace(&client, &database.namespace).await?;
+    let handlers = re::Handlers::new(risk.platform_namespace.clone());
+    let manager = kube_fsm::Manager::new(client.clone())
+        .machine(db::operator(
+            client.clone(),
+            db::Handlers::new(),
+            Some(&database.namespace),
+        ))
+        .machine(re::operator(client.clone(), handlers));
+    println!("one operator process runs both machines (one Manager); both demos at once");
+    let operator = kube_fsm_testkit::operator::Running::manager(manager);
+    let (database, risk) = futures::join!(database::run(database), riskengine::run(risk));
+    operator.stop().await;
+    let failed = [database?, risk?]
+        .into_iter()
+        .find(|code| *code != ExitCode::SUCCESS);
+    Ok(failed.unwrap_or(ExitCode::SUCCESS))
 }
 
 #[tokio::main]
@@ -136,8 +171,12 @@ mod tests {
             (7, "kube-fsm-demo", true)
         );
         assert_eq!(demo.timeout, Duration::from_secs(60));
+        assert!(
+            demo.shared && risk.shared,
+            "both at once share one operator"
+        );
         let runs = parse("--example riskengine").expect("parses").runs();
-        assert!(matches!(runs.as_slice(), [Run::RiskEngine(_)]));
+        assert!(matches!(runs.as_slice(), [Run::RiskEngine(r)] if !r.shared));
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct RiskDemoOptions {
     pub timeout: Duration,
     /// Leave the objects in place at the end.
     pub keep: bool,
+    /// The operator runs already (the process's Manager runs both machines).
+    pub shared: bool,
 }
 
 /// The engines the demo creates: (tenant, name, version).
@@ -74,9 +76,12 @@ pub async fn run(options: RiskDemoOptions) -> Result<ExitCode, BoxError> {
     refuse_out_of_range_timeout(&client, &tenants[0]).await?;
 
     let handlers = Handlers::new(options.platform_namespace.clone());
-    let operator = Running::spawn(riskengine::operator(client.clone(), handlers));
+    let operator =
+        (!options.shared).then(|| Running::spawn(riskengine::operator(client.clone(), handlers)));
     let result = scenario(&client, &tenants, &options, start).await;
-    operator.stop().await;
+    if let Some(operator) = operator {
+        operator.stop().await;
+    }
     match result {
         Ok(()) => {
             println!(
