@@ -134,3 +134,125 @@ async fn two_machines_in_one_process_share_one_watch_per_kind_and_one_lease() {
         &requests[converged..]
     );
 }
+
+/// One webhook port for both machines, as `run --webhook-addr` serves it: one registration
+/// with a webhook per kind, both at the same URL; the real API server's reviews of each kind
+/// are answered by that kind's machine.
+#[tokio::test]
+async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube::api::DeleteParams;
+    use kube_fsm::admission::{
+        Endpoint, Policy, ServingCertificate, Validator, Webhook, WebhookOptions,
+        validating_webhook_configuration_for,
+    };
+    use kube_fsm_testkit::admission::{SCOPE_LABEL, namespace};
+    let Some(client) = cluster::client("manager::one_webhook_port").await else {
+        return;
+    };
+    cluster::install_crd(&client, database::crd()).await;
+    cluster::install_crd(&client, riskengine::crd()).await;
+    let ns = namespace(&client, "fsm-kinds", &[]).await;
+    let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).expect("certificate");
+    let ca_bundle = certificate.ca_bundle().map(str::to_owned);
+    let webhook = Webhook::bind(
+        "127.0.0.1:0".parse().expect("addr"),
+        Validator::new::<Database>(Policy::default()).expect("policy"),
+        certificate,
+    )
+    .await
+    .expect("bind")
+    .validator(Validator::new::<RiskEngine>(Policy::default()).expect("policy"));
+    let mut options =
+        WebhookOptions::new(Endpoint::Url(format!("https://{}", webhook.local_addr())));
+    options.ca_bundle = ca_bundle;
+    options.timeout_seconds = 5;
+    options.namespace_selector = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+            match_labels: Some(BTreeMap::from([(SCOPE_LABEL.to_owned(), ns.clone())])),
+            ..Default::default()
+        },
+    );
+    let served = tokio::spawn(webhook.run());
+    // Created before the registration, at their initial phase (no operator runs here).
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let engines: Api<RiskEngine> = Api::namespaced(client.clone(), &ns);
+    databases
+        .create(&PostParams::default(), &sample("db"))
+        .await
+        .expect("create a Database");
+    engines
+        .create(&PostParams::default(), &engine("risk"))
+        .await
+        .expect("create a RiskEngine");
+    let pending = Patch::Merge(serde_json::json!({ "status": { "phase": "Pending" } }));
+    let plain = PatchParams::default();
+    databases
+        .patch_status("db", &plain, &pending)
+        .await
+        .expect("Pending");
+    engines
+        .patch_status("risk", &plain, &pending)
+        .await
+        .expect("Pending");
+    let mut registration =
+        validating_webhook_configuration_for(&database::crd(), &options, &Policy::default());
+    let other =
+        validating_webhook_configuration_for(&riskengine::crd(), &options, &Policy::default());
+    registration
+        .webhooks
+        .get_or_insert_with(Vec::new)
+        .extend(other.webhooks.unwrap_or_default());
+    let name = format!("{ns}.kinds");
+    registration.metadata.name = Some(name.clone());
+    let registrations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    registrations
+        .create(&PostParams::default(), &registration)
+        .await
+        .expect("register");
+
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let to = |phase: &str| Patch::Merge(serde_json::json!({ "status": { "phase": phase } }));
+    fn refused<T>(result: Result<T, kube::Error>) -> Option<String> {
+        match result {
+            Err(kube::Error::Api(status)) if status.code == 422 => Some(status.message),
+            _ => None,
+        }
+    }
+    // Pending -> Active is no Database phase and no RiskEngine edge: each kind refused by its
+    // own machine, once the API server calls the webhook.
+    let engine_refusal = cluster::eventually(Duration::from_secs(30), || async {
+        refused(engines.patch_status("risk", &dry_run, &to("Active")).await)
+    })
+    .await
+    .expect("the API server calls the webhook for RiskEngines");
+    assert_eq!(
+        engine_refusal,
+        "admission webhook \"phase.riskengines.example.kube-fsm.dev\" denied the request: \
+         cannot move from Pending to Active: the RiskEngine state machine has no such transition"
+    );
+    let database_refusal = refused(databases.patch_status("db", &dry_run, &to("Running")).await)
+        .expect("the API server calls the webhook for Databases");
+    assert_eq!(
+        database_refusal,
+        "admission webhook \"phase.databases.example.kube-fsm.dev\" denied the request: \
+         cannot move from Pending to Running: the Database state machine has no such transition"
+    );
+    // Each kind's edges pass.
+    engines
+        .patch_status("risk", &dry_run, &to("Validating"))
+        .await
+        .expect("Pending -> Validating is a RiskEngine edge");
+    databases
+        .patch_status("db", &dry_run, &to("Provisioning"))
+        .await
+        .expect("Pending -> Provisioning is a Database edge");
+    registrations
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("unregister");
+    served.abort();
+}
