@@ -157,12 +157,19 @@ pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) {
     match api.create(&PostParams::default(), &crd).await {
         Ok(_) => {}
         Err(kube::Error::Api(status)) if status.is_already_exists() => {
-            let mut current = api.get(&name).await.expect("get crd");
-            current.spec = crd.spec.clone();
-            current.metadata.annotations = crd.metadata.annotations.clone();
-            api.replace(&name, &PostParams::default(), &current)
-                .await
-                .expect("replace crd");
+            // Another test may be replacing it at the same time: read again on a conflict.
+            let replaced = eventually(Duration::from_secs(10), || async {
+                let mut current = api.get(&name).await.expect("get crd");
+                current.spec = crd.spec.clone();
+                current.metadata.annotations = crd.metadata.annotations.clone();
+                match api.replace(&name, &PostParams::default(), &current).await {
+                    Ok(_) => Some(()),
+                    Err(kube::Error::Api(status)) if status.code == 409 => None,
+                    Err(err) => panic!("replacing CRD {name}: {err}"),
+                }
+            })
+            .await;
+            replaced.unwrap_or_else(|| panic!("CRD {name}: every replace conflicted for 10 s"));
         }
         Err(err) => panic!("installing CRD {name}: {err}"),
     }

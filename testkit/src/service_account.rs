@@ -42,13 +42,12 @@ impl Tally {
     }
 }
 
-/// Creates the `ServiceAccount` `name` in `namespace` and returns a client authenticated as it
-/// (a token from the `TokenRequest` API), with the tally of its answers. It has no permission
-/// until [`grant`] gives it some.
+/// Creates the `ServiceAccount` `name` in `namespace` and returns a token of it (from the
+/// `TokenRequest` API, valid an hour).
 ///
 /// # Panics
 /// When the API server refuses the account or the token.
-pub async fn client(admin: &Client, namespace: &str, name: &str) -> (Client, Arc<Tally>) {
+pub async fn token(admin: &Client, namespace: &str, name: &str) -> String {
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
     let account = ServiceAccount {
         metadata: ObjectMeta {
@@ -68,13 +67,23 @@ pub async fn client(admin: &Client, namespace: &str, name: &str) -> (Client, Arc
         }),
         ..TokenRequest::default()
     };
-    let token = accounts
+    accounts
         .create_token_request(name, &PostParams::default(), &request)
         .await
         .expect("a token for the ServiceAccount")
         .status
         .and_then(|status| status.token)
-        .expect("the token");
+        .expect("the token")
+}
+
+/// Creates the `ServiceAccount` `name` in `namespace` and returns a client authenticated as it
+/// (a token from the `TokenRequest` API), with the tally of its answers. It has no permission
+/// until [`grant`] gives it some.
+///
+/// # Panics
+/// When the API server refuses the account or the token.
+pub async fn client(admin: &Client, namespace: &str, name: &str) -> (Client, Arc<Tally>) {
+    let token = token(admin, namespace, name).await;
     let mut config = kube::Config::infer()
         .await
         .expect("the test cluster's config");

@@ -77,6 +77,10 @@ pub struct RunArgs {
     /// Where to serve /metrics, /healthz, /readyz and /machine.
     #[arg(long, env = "KUBE_FSM_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
+    /// Serve /metrics and /machine only to subjects the API server authenticates (TokenReview)
+    /// and authorizes to get the path (SubjectAccessReview); /healthz and /readyz stay open.
+    #[arg(long, env = "KUBE_FSM_METRICS_AUTH")]
+    pub metrics_auth: bool,
     /// Serve the admission webhook (and the conversions) of every kind here, over HTTPS.
     #[arg(
         long,
@@ -109,6 +113,7 @@ impl Default for RunArgs {
             lease_namespace: None,
             lease_duration: 15,
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            metrics_auth: false,
             webhook_addr: None,
             webhook_tls: None,
             webhook_policy: Vec::new(),
@@ -145,6 +150,9 @@ impl RunArgs {
         }
         flag("lease-duration", Some(self.lease_duration.to_string()));
         flag("metrics-addr", Some(self.metrics_addr.to_string()));
+        if self.metrics_auth {
+            flag("metrics-auth", None);
+        }
         if let Some(addr) = self.webhook_addr {
             flag("webhook-addr", Some(addr.to_string()));
         }
@@ -199,6 +207,10 @@ pub(crate) struct ManifestsArgs {
     /// Fail: refuse them).
     #[arg(long, requires = "webhook")]
     pub webhook_fail_open: bool,
+    /// Serve /metrics to authorized scrapers only: adds the TokenReview and
+    /// SubjectAccessReview grants, a metrics-reader ClusterRole and a ServiceMonitor.
+    #[arg(long)]
+    pub metrics_auth: bool,
     /// Write one file per object here (default: print them as one YAML stream).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -288,6 +300,7 @@ mod tests {
             lease_namespace: Some("ops".into()),
             lease_duration: 20,
             metrics_addr: "0.0.0.0:9090".parse().unwrap(),
+            metrics_auth: true,
             webhook_addr: Some("0.0.0.0:9443".parse().unwrap()),
             webhook_tls: Some(vec!["/tls/tls.crt".into(), "/tls/tls.key".into()]),
             webhook_policy: vec![("Database".into(), "/policy/db.yaml".into())],

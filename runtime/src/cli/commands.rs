@@ -59,6 +59,7 @@ pub(super) fn base(
         identity: several.then(|| "$(POD_NAME)".to_owned()),
         lease_namespace: Some(namespace.clone()),
         metrics_addr: ([0, 0, 0, 0], METRICS_PORT).into(),
+        metrics_auth: args.metrics_auth,
         webhook_addr: args.webhook.then(|| ([0, 0, 0, 0], WEBHOOK_PORT).into()),
         webhook_tls: args.webhook.then(|| {
             let dir = Path::new(Deploy::webhook_cert_dir());
@@ -85,7 +86,8 @@ pub(super) fn base(
     }
     let mut deploy = Deploy::new(&app.name, &namespace, &args.image)
         .replicas(args.replicas)
-        .metrics_port(METRICS_PORT);
+        .metrics_port(METRICS_PORT)
+        .metrics_auth(args.metrics_auth);
     if args.webhook {
         let failure = if args.webhook_fail_open {
             FailurePolicy::Ignore

@@ -59,6 +59,9 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
         manager = manager.replicas(sharding);
     }
     let mut endpoints = Endpoints::of(&manager);
+    if args.metrics_auth {
+        endpoints = endpoints.authorize(client.clone());
+    }
     let webhook = match args.webhook_addr {
         Some(addr) => Some(webhook(app, args, addr, &client, &mut endpoints).await?),
         None => None,

@@ -68,6 +68,8 @@ pub struct Deploy {
     pub(crate) renew_deadline: Duration,
     /// The CRD deployed instead of `crd::<K>()` (several versions, say).
     pub(crate) crd: Option<CustomResourceDefinition>,
+    /// `/metrics` serves only authorized scrapers.
+    pub(crate) metrics_auth: bool,
     #[cfg(feature = "admission")]
     pub(crate) webhook: Option<webhook::Served>,
 }
@@ -91,6 +93,7 @@ impl Deploy {
             metrics_port: 8080,
             renew_deadline: Duration::from_secs(10),
             crd: None,
+            metrics_auth: false,
             #[cfg(feature = "admission")]
             webhook: None,
         }
@@ -132,6 +135,17 @@ impl Deploy {
     #[must_use]
     pub fn metrics_port(mut self, port: u16) -> Self {
         self.metrics_port = port;
+        self
+    }
+
+    /// The operator serves `/metrics` only to scrapers the API server authorizes (`run
+    /// --metrics-auth`, `serve::Endpoints::authorize` with the `serve` feature): its
+    /// role may create TokenReviews and SubjectAccessReviews, a `NAME-metrics-reader`
+    /// ClusterRole allows `get` on `/metrics` (bind your Prometheus's ServiceAccount to it),
+    /// and a prometheus-operator `ServiceMonitor` scrapes with its ServiceAccount's token.
+    #[must_use]
+    pub fn metrics_auth(mut self, on: bool) -> Self {
+        self.metrics_auth = on;
         self
     }
 
@@ -190,6 +204,10 @@ impl Deploy {
             "service-account.yaml",
             objects::service_account(self),
         ));
+        let mut rbac = rbac.clone();
+        if self.metrics_auth {
+            rbac.merge(&objects::metrics_auth_rbac());
+        }
         let roles = rbac.objects(&self.name, &self.name, &self.namespace);
         let rbac_files: [(&str, Vec<Value>); 4] = [
             ("cluster-role", values(&roles.cluster_roles)),
@@ -212,6 +230,16 @@ impl Deploy {
             "metrics-service.yaml",
             objects::metrics_service(self),
         ));
+        if self.metrics_auth {
+            manifests.push(manifest(
+                "metrics-reader-cluster-role.yaml",
+                objects::metrics_reader(self),
+            ));
+            manifests.push(manifest(
+                "service-monitor.yaml",
+                objects::service_monitor(self),
+            ));
+        }
         if self.replicas > 1 {
             manifests.push(manifest(
                 "pod-disruption-budget.yaml",

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::manifests::Deploy;
+use crate::operator::rbac::{Rbac, Scope, Verb};
 
 /// The operator's namespace, so that the base applies to a fresh cluster.
 pub(crate) fn namespace(deploy: &Deploy) -> Value {
@@ -104,6 +105,55 @@ pub(crate) fn metrics_service(deploy: &Deploy) -> Value {
     })
 }
 
+/// What the operator asks the API server when it authorizes scrapers.
+pub(crate) fn metrics_auth_rbac() -> Rbac {
+    let mut rbac = Rbac::default();
+    let why = "serving /metrics to authorized scrapers only (run --metrics-auth)";
+    rbac.grant(
+        "authentication.k8s.io",
+        "tokenreviews",
+        Scope::Cluster,
+        [Verb::Create],
+        why,
+    );
+    rbac.grant(
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        Scope::Cluster,
+        [Verb::Create],
+        why,
+    );
+    rbac
+}
+
+/// The ClusterRole a scraper is bound to.
+pub(crate) fn metrics_reader(deploy: &Deploy) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": { "name": format!("{}-metrics-reader", deploy.name), "labels": deploy.labels() },
+        "rules": [{ "nonResourceURLs": ["/metrics"], "verbs": ["get"] }],
+    })
+}
+
+/// prometheus-operator's ServiceMonitor of the metrics Service, scraping with its own
+/// ServiceAccount's token.
+pub(crate) fn service_monitor(deploy: &Deploy) -> Value {
+    json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": { "name": deploy.name, "namespace": deploy.namespace, "labels": deploy.labels() },
+        "spec": {
+            "selector": { "matchLabels": deploy.labels() },
+            "endpoints": [{
+                "port": "metrics",
+                "path": "/metrics",
+                "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+            }],
+        },
+    })
+}
+
 pub(crate) fn disruption_budget(deploy: &Deploy) -> Value {
     json!({
         "apiVersion": "policy/v1",
@@ -133,4 +183,44 @@ fn webhook_parts(deploy: &Deploy) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
 #[cfg(not(feature = "admission"))]
 fn webhook_parts(_: &Deploy) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
     Default::default()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::manifests::Deploy;
+    use crate::operator::rbac::Rbac;
+    use crate::test_machines::Database;
+
+    #[test]
+    fn with_metrics_auth_the_base_grants_the_reviews_and_adds_the_reader_role_and_a_monitor() {
+        let files = |deploy: Deploy| -> Vec<(String, serde_json::Value)> {
+            (deploy.manifests::<Database>(&Rbac::default()).into_iter())
+                .map(|m| (m.file, m.object))
+                .collect()
+        };
+        let open = files(Deploy::new("db", "ops", "image:1"));
+        let names: Vec<&str> = open.iter().map(|(f, _)| f.as_str()).collect();
+        assert!(names.contains(&"namespace.yaml"), "{names:?}");
+        assert!(!names.contains(&"service-monitor.yaml"), "{names:?}");
+        let closed = files(Deploy::new("db", "ops", "image:1").metrics_auth(true));
+        let file = |name: &str| {
+            closed
+                .iter()
+                .find(|(f, _)| f == name)
+                .map(|(_, o)| o.clone())
+                .unwrap_or_else(|| panic!("no {name}"))
+        };
+        let reader = file("metrics-reader-cluster-role.yaml");
+        assert_eq!(reader["metadata"]["name"], "db-metrics-reader");
+        assert_eq!(
+            reader["rules"],
+            serde_json::json!([{ "nonResourceURLs": ["/metrics"], "verbs": ["get"] }])
+        );
+        let monitor = file("service-monitor.yaml");
+        assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+        let role = file("cluster-role.yaml").to_string();
+        for granted in ["tokenreviews", "subjectaccessreviews"] {
+            assert!(role.contains(granted), "{role}");
+        }
+    }
 }

@@ -16,6 +16,7 @@ mod leader;
 mod machine_page;
 mod manager;
 mod manual;
+mod metrics_auth;
 mod outage;
 mod overload;
 mod pause;

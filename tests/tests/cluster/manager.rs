@@ -137,32 +137,45 @@ async fn two_machines_in_one_process_share_one_watch_per_kind_and_one_lease() {
 
 /// One webhook port for both machines, as `run --webhook-addr` serves it: one registration
 /// with a webhook per kind, both at the same URL; the real API server's reviews of each kind
-/// are answered by that kind's machine.
+/// are answered by that kind's machine under that kind's policy. (Each policy keeps people out
+/// of a phase the machine's edges — and so the CRD's CEL rule on current servers — allow, so
+/// that only the webhook can refuse it.)
 #[tokio::test]
 async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     use kube::api::DeleteParams;
     use kube_fsm::admission::{
-        Endpoint, Policy, ServingCertificate, Validator, Webhook, WebhookOptions,
-        validating_webhook_configuration_for,
+        Endpoint, OperatorIdentity, Policy, Rule, ServingCertificate, Validator, Webhook,
+        WebhookOptions, validating_webhook_configuration_for,
     };
     use kube_fsm_testkit::admission::{SCOPE_LABEL, namespace};
     let Some(client) = cluster::client("manager::one_webhook_port").await else {
         return;
     };
-    cluster::install_crd(&client, database::crd()).await;
+    cluster::install_crds(&client).await;
     cluster::install_crd(&client, riskengine::crd()).await;
     let ns = namespace(&client, "fsm-kinds", &[]).await;
+    let only_the_operator_enters = |phase: &str| Policy {
+        operator: OperatorIdentity {
+            users: Vec::new(),
+            field_managers: vec!["kube-fsm".into()],
+            trust_field_managers: true,
+        },
+        platform: vec![Rule::OnlyOperatorEnters(vec![phase.into()])],
+        tiers: Vec::new(),
+    };
+    let database_policy = only_the_operator_enters("Provisioning");
+    let engine_policy = only_the_operator_enters("Validating");
     let certificate = ServingCertificate::self_signed(&["127.0.0.1"]).expect("certificate");
     let ca_bundle = certificate.ca_bundle().map(str::to_owned);
     let webhook = Webhook::bind(
         "127.0.0.1:0".parse().expect("addr"),
-        Validator::new::<Database>(Policy::default()).expect("policy"),
+        Validator::new::<Database>(database_policy.clone()).expect("policy"),
         certificate,
     )
     .await
     .expect("bind")
-    .validator(Validator::new::<RiskEngine>(Policy::default()).expect("policy"));
+    .validator(Validator::new::<RiskEngine>(engine_policy.clone()).expect("policy"));
     let mut options =
         WebhookOptions::new(Endpoint::Url(format!("https://{}", webhook.local_addr())));
     options.ca_bundle = ca_bundle;
@@ -196,9 +209,8 @@ async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
         .await
         .expect("Pending");
     let mut registration =
-        validating_webhook_configuration_for(&database::crd(), &options, &Policy::default());
-    let other =
-        validating_webhook_configuration_for(&riskengine::crd(), &options, &Policy::default());
+        validating_webhook_configuration_for(&database::crd(), &options, &database_policy);
+    let other = validating_webhook_configuration_for(&riskengine::crd(), &options, &engine_policy);
     registration
         .webhooks
         .get_or_insert_with(Vec::new)
@@ -211,8 +223,9 @@ async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
         .await
         .expect("register");
 
-    let dry_run = PatchParams {
+    let by = |manager: &str| PatchParams {
         dry_run: true,
+        field_manager: Some(manager.into()),
         ..PatchParams::default()
     };
     let to = |phase: &str| Patch::Merge(serde_json::json!({ "status": { "phase": phase } }));
@@ -222,34 +235,48 @@ async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
             _ => None,
         }
     }
-    // Pending -> Active is no Database phase and no RiskEngine edge: each kind refused by its
-    // own machine, once the API server calls the webhook.
+    // A person's legal move into the phase each policy keeps for the operator: refused by the
+    // webhook, by the rule of that kind's policy, once the API server calls it.
     let engine_refusal = cluster::eventually(Duration::from_secs(30), || async {
-        refused(engines.patch_status("risk", &dry_run, &to("Active")).await)
+        refused(
+            engines
+                .patch_status("risk", &by("kubectl-edit"), &to("Validating"))
+                .await,
+        )
     })
     .await
     .expect("the API server calls the webhook for RiskEngines");
-    assert_eq!(
-        engine_refusal,
-        "admission webhook \"phase.riskengines.example.kube-fsm.dev\" denied the request: \
-         cannot move from Pending to Active: the RiskEngine state machine has no such transition"
+    assert!(
+        engine_refusal.starts_with(
+            "admission webhook \"phase.riskengines.example.kube-fsm.dev\" denied the request: "
+        ) && engine_refusal.contains(
+            "only the operator (field manager kube-fsm) may move an object to Validating"
+        ),
+        "{engine_refusal}"
     );
-    let database_refusal = refused(databases.patch_status("db", &dry_run, &to("Running")).await)
-        .expect("the API server calls the webhook for Databases");
-    assert_eq!(
-        database_refusal,
-        "admission webhook \"phase.databases.example.kube-fsm.dev\" denied the request: \
-         cannot move from Pending to Running: the Database state machine has no such transition"
+    let database_refusal = refused(
+        databases
+            .patch_status("db", &by("kubectl-edit"), &to("Provisioning"))
+            .await,
+    )
+    .expect("the API server calls the webhook for Databases");
+    assert!(
+        database_refusal.starts_with(
+            "admission webhook \"phase.databases.example.kube-fsm.dev\" denied the request: "
+        ) && database_refusal.contains(
+            "only the operator (field manager kube-fsm) may move an object to Provisioning"
+        ),
+        "{database_refusal}"
     );
-    // Each kind's edges pass.
+    // The operator's moves pass, each judged by its own machine.
     engines
-        .patch_status("risk", &dry_run, &to("Validating"))
+        .patch_status("risk", &by("kube-fsm"), &to("Validating"))
         .await
-        .expect("Pending -> Validating is a RiskEngine edge");
+        .expect("the operator's Pending -> Validating");
     databases
-        .patch_status("db", &dry_run, &to("Provisioning"))
+        .patch_status("db", &by("kube-fsm"), &to("Provisioning"))
         .await
-        .expect("Pending -> Provisioning is a Database edge");
+        .expect("the operator's Pending -> Provisioning");
     registrations
         .delete(&name, &DeleteParams::default())
         .await
