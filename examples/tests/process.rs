@@ -1,14 +1,19 @@
-//! The example operator as a process against the real API server: what it serves on
-//! `/metrics`, and leader election between replicas when the leader is killed (SIGKILL, so
-//! nothing is released and the Lease has to expire).
+//! The example operators as processes against the real API server: what they serve on
+//! `/metrics`, and leader election between two replicas of the two-kind operator when the
+//! leader is killed (SIGKILL, so nothing is released and the Lease has to expire).
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use kube_fsm_testkit::cluster::{self, eventually};
 use kube_fsm_testkit::example;
@@ -42,7 +47,15 @@ fn free_port() -> SocketAddr {
 
 /// `EXAMPLE run` with `args`; killed when dropped.
 fn operator(example_name: &str, args: &[&str]) -> Child {
-    Command::new(example(example_name))
+    command(example_name, args)
+        .spawn()
+        .expect("operator starts")
+}
+
+/// The command of [`operator`], to add to before it starts.
+fn command(example_name: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(example(example_name));
+    command
         .arg("run")
         .args(args)
         .env(
@@ -55,9 +68,8 @@ fn operator(example_name: &str, args: &[&str]) -> Child {
         } else {
             Stdio::null()
         })
-        .kill_on_drop(true)
-        .spawn()
-        .expect("operator starts")
+        .kill_on_drop(true);
+    command
 }
 
 async fn create(api: &Api<DynamicObject>, name: &str) {
@@ -69,12 +81,16 @@ async fn create(api: &Api<DynamicObject>, name: &str) {
 }
 
 async fn wait_running(api: &Api<DynamicObject>, name: &str) {
+    wait_phase(api, name, "Running").await;
+}
+
+async fn wait_phase(api: &Api<DynamicObject>, name: &str, phase: &str) {
     eventually(Duration::from_secs(30), || async {
         let object = api.get(name).await.ok()?;
-        (object.data["status"]["phase"] == "Running").then_some(())
+        (object.data["status"]["phase"] == phase).then_some(())
     })
     .await
-    .unwrap_or_else(|| panic!("{name} did not reach Running"));
+    .unwrap_or_else(|| panic!("{name} did not reach {phase}"));
 }
 
 async fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
@@ -191,13 +207,56 @@ async fn the_operator_serves_its_metrics() {
     }
 }
 
+/// Every phase each object of `kind` (`api`) is seen in, in order, while the test runs.
+fn record_moves(
+    api: Api<DynamicObject>,
+) -> (
+    Arc<Mutex<BTreeMap<String, Vec<String>>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let seen: Arc<Mutex<BTreeMap<String, Vec<String>>>> = Arc::default();
+    let recording = seen.clone();
+    let task = tokio::spawn(async move {
+        let stream = watcher(api, watcher::Config::default()).applied_objects();
+        futures::pin_mut!(stream);
+        while let Some(Ok(object)) = stream.next().await {
+            let Some(phase) = object.data["status"]["phase"].as_str() else {
+                continue;
+            };
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let mut seen = recording.lock().expect("not poisoned");
+            let phases = seen.entry(name).or_default();
+            if phases.last().map(String::as_str) != Some(phase) {
+                phases.push(phase.to_owned());
+            }
+        }
+    });
+    (seen, task)
+}
+
+/// Two replicas of the two-kind operator (Database and RiskEngine in one process, one Lease):
+/// the leader is SIGKILLed while objects of both kinds are on their way, the standby takes both
+/// kinds over once the Lease expires, everything converges, and every move any object made is
+/// an edge of its machine.
 #[tokio::test]
-async fn a_killed_leader_is_replaced_once_its_lease_expires() {
+async fn a_killed_leader_of_both_kinds_is_replaced_once_its_lease_expires() {
+    use kube_fsm::machine::Description;
+    use kube_fsm_examples::database::DatabasePhase;
+    use kube_fsm_examples::riskengine::{self, RiskEnginePhase};
     let Some(client) = cluster::client("a_killed_leader_is_replaced").await else {
         return;
     };
     install_crd(&client).await;
+    cluster::install_crd(&client, riskengine::crd()).await;
     let ns = cluster::namespace(&client, "fsm-kill").await;
+    Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .patch(
+            riskengine::ALLOW_LIST,
+            &PatchParams::apply("platform-team"),
+            &Patch::Apply(&riskengine::allow_list(&ns, "2.0")),
+        )
+        .await
+        .expect("the allow-list");
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
     let holder = || async {
         leases
@@ -209,8 +268,8 @@ async fn a_killed_leader_is_replaced_once_its_lease_expires() {
     };
     let replica = |identity: &'static str| {
         let addr = free_port().to_string();
-        operator(
-            "database",
+        let mut command = command(
+            "operator",
             &[
                 "--namespace",
                 &ns,
@@ -222,8 +281,16 @@ async fn a_killed_leader_is_replaced_once_its_lease_expires() {
                 "--lease-duration",
                 "4",
             ],
-        )
+        );
+        command.env("RISKENGINE_PLATFORM_NAMESPACE", &ns);
+        command.spawn().expect("operator starts")
     };
+    let databases: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
+    let engine_resource = kube::core::ApiResource::erase::<riskengine::RiskEngine>(&());
+    let engines: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &engine_resource);
+    let (database_moves, watching_databases) = record_moves(databases.clone());
+    let (engine_moves, watching_engines) = record_moves(engines.clone());
     let mut a = replica("a");
     eventually(Duration::from_secs(15), || async {
         (holder().await? == "a").then_some(())
@@ -231,11 +298,21 @@ async fn a_killed_leader_is_replaced_once_its_lease_expires() {
     .await
     .expect("a leads");
     let _b = replica("b");
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
-    create(&api, "before").await;
-    wait_running(&api, "before").await;
-
+    let engine = |name: &str| {
+        let mut object = DynamicObject::new(name, &engine_resource);
+        object.data = json!({ "spec": { "version": "2.0", "timeoutSeconds": 60 } });
+        object
+    };
+    create(&databases, "before").await;
+    wait_running(&databases, "before").await;
+    // Mid-flight: objects of both kinds created just before the kill.
+    for i in 0..5 {
+        create(&databases, &format!("db-{i}")).await;
+        engines
+            .create(&PostParams::default(), &engine(&format!("risk-{i}")))
+            .await
+            .expect("create a RiskEngine");
+    }
     a.start_kill().expect("SIGKILL");
     let killed = Instant::now();
     a.wait().await.expect("reaped");
@@ -253,8 +330,29 @@ async fn a_killed_leader_is_replaced_once_its_lease_expires() {
         took <= Duration::from_millis(6_000),
         "failover took {took:?}"
     );
-    create(&api, "after").await;
-    wait_running(&api, "after").await;
+    for i in 0..5 {
+        wait_running(&databases, &format!("db-{i}")).await;
+        wait_phase(&engines, &format!("risk-{i}"), "Active").await;
+    }
+    watching_databases.abort();
+    watching_engines.abort();
+    let machines = [
+        (Description::of(DatabasePhase::MACHINE), database_moves),
+        (Description::of(RiskEnginePhase::MACHINE), engine_moves),
+    ];
+    for (machine, moves) in machines {
+        let moves = moves.lock().expect("not poisoned");
+        assert!(moves.len() >= 5, "{}: {moves:?}", machine.kind);
+        for (name, phases) in moves.iter() {
+            for pair in phases.windows(2) {
+                machine
+                    .check_move(Some(&pair[0]), &pair[1])
+                    .unwrap_or_else(|err| {
+                        panic!("{} {name} moved {phases:?}: {err}", machine.kind)
+                    });
+            }
+        }
+    }
 }
 
 #[tokio::test]
