@@ -350,3 +350,88 @@ async fn every_generated_rule_is_needed_and_its_absence_is_reported_by_name() {
         );
     }
 }
+
+/// Both example machines in one Manager, as `operator manifests` deploys them: one
+/// ServiceAccount granted the union of their roles (`Rbac::merge`), one Lease. Both converge
+/// and clean up with 0 × 403.
+#[tokio::test]
+async fn both_machines_in_one_process_run_as_one_service_account_with_the_union_of_their_roles() {
+    let Some((admin, ns)) = cluster::prepare("rbac_manager", "fsm-rbac-both").await else {
+        return;
+    };
+    cluster::install_crd(&admin, riskengine::crd()).await;
+    Api::<ConfigMap>::namespaced(admin.clone(), &ns)
+        .patch(
+            ALLOW_LIST,
+            &PatchParams::apply("platform-team"),
+            &Patch::Apply(&riskengine::allow_list(&ns, "2.0")),
+        )
+        .await
+        .expect("the allow-list");
+    let (client, tally) = service_account::client(&admin, &ns, "operator").await;
+    let election = || LeaderElection::new("examples", &ns);
+    let databases = database::operator(client.clone(), Handlers::new(), Some(&ns));
+    let engines =
+        riskengine::operator(client.clone(), riskengine::Handlers::new(ns.clone())).namespace(&ns);
+    // Each machine's role as the Manager runs it (the Lease's grant included), merged.
+    let mut rbac = Rbac::default();
+    rbac.merge(
+        &database::operator(client.clone(), Handlers::new(), Some(&ns))
+            .replicas(election())
+            .rbac(),
+    );
+    rbac.merge(
+        &riskengine::operator(client.clone(), riskengine::Handlers::new(ns.clone()))
+            .namespace(&ns)
+            .replicas(election())
+            .rbac(),
+    );
+    service_account::grant(&admin, &rbac.objects(&ns, "operator", &ns), &client).await;
+    let running = Running::manager(
+        kube_fsm::Manager::new(client.clone())
+            .machine(databases)
+            .machine(engines)
+            .replicas(election()),
+    );
+    let engine = RiskEngine::new(
+        "risk",
+        RiskEngineSpec {
+            version: "2.0".into(),
+            timeout_seconds: 60,
+            parameters: BTreeMap::new(),
+        },
+    );
+    let api: Api<RiskEngine> = Api::namespaced(admin.clone(), &ns);
+    api.create(&PostParams::default(), &engine)
+        .await
+        .expect("create");
+    let databases: Api<Database> = Api::namespaced(admin.clone(), &ns);
+    databases
+        .create(&PostParams::default(), &sample("db"))
+        .await
+        .expect("create");
+    wait_phase(&databases, "db", "Running").await;
+    wait_phase(&api, "risk", "Active").await;
+    databases
+        .delete("db", &DeleteParams::default())
+        .await
+        .expect("delete");
+    api.delete("risk", &DeleteParams::default())
+        .await
+        .expect("delete");
+    // Each cleanup handler deletes its children (the Database's ConfigMap is named after it).
+    let children: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let gone = eventually(Duration::from_secs(30), || async {
+        let left = usize::from(databases.get_opt("db").await.ok()?.is_some())
+            + usize::from(api.get_opt("risk").await.ok()?.is_some())
+            + usize::from(children.get_opt("db").await.ok()?.is_some());
+        (left == 0).then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "both objects and the Database's child are deleted after their cleanup"
+    );
+    running.stop().await;
+    assert_no_forbidden(&tally, "Database and RiskEngine in one Manager");
+}
