@@ -7,11 +7,10 @@ use std::time::{Duration, Instant};
 use kube::Client;
 
 use kube_fsm_examples::database::{self, DatabasePhase, DatabaseStatus, Handlers};
-use kube_fsm_examples::webhook;
 use kube_fsm_testkit::operator::Running;
 
 use crate::tracker::{Snapshot, Tracker};
-use crate::{BoxError, cluster};
+use crate::{BoxError, cluster, webhook};
 
 /// Options of `demo`.
 #[derive(Clone, Debug)]
@@ -48,25 +47,10 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
     );
 
     let webhook = if options.webhook {
-        let started = webhook::start(
-            &client,
-            &webhook::Options {
-                addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-                tls: None,
-                policy: None,
-                register: webhook::Register::Bound,
-                ca_file: None,
-                failure_policy: kube_fsm::admission::FailurePolicy::Fail,
-                namespace_label: None,
-            },
-            &mut prometheus_client::registry::Registry::default(),
-        )
-        .await?;
-        let name = started.registered.clone().unwrap_or_default();
+        let (name, addr) = webhook::start(&client).await?;
         println!(
-            "admission webhook {name} registered at https://{} (failurePolicy Fail): the API \
-             server checks every status write, the operator's too",
-            started.addr
+            "admission webhook {name} registered at https://{addr} (failurePolicy Fail): the API \
+             server checks every status write, the operator's too"
         );
         Some(name)
     } else {

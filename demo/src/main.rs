@@ -11,6 +11,7 @@ mod cluster;
 mod database;
 mod riskengine;
 mod tracker;
+mod webhook;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -5,12 +5,12 @@
 //!   ConfigMap each, written for API economy;
 //! - [`riskengine`]: the `RiskEngine` of a multi-tenant platform driven by
 //!   `specs/riskengine.yaml`: a version allow-list in the platform's namespace, children that
-//!   must not leak across tenants;
-//! - [`webhook`]: serving and registering the admission webhook.
+//!   must not leak across tenants.
+//!
+//! The examples' `main`s run them on the library's command line (`kube_fsm::cli::App`).
 
 pub mod database;
 pub mod riskengine;
-pub mod webhook;
 
 /// The label every child of the example operators carries (key, value), and the platform's
 /// RiskEngine allow-list: both machines watch only the ConfigMaps and Secrets with it, so that

@@ -207,14 +207,12 @@ async fn the_operator_serves_its_metrics() {
     }
 }
 
-/// Every phase each object of `kind` (`api`) is seen in, in order, while the test runs.
-fn record_moves(
-    api: Api<DynamicObject>,
-) -> (
-    Arc<Mutex<BTreeMap<String, Vec<String>>>>,
-    tokio::task::JoinHandle<()>,
-) {
-    let seen: Arc<Mutex<BTreeMap<String, Vec<String>>>> = Arc::default();
+/// The phases each object was seen in, in order, by name.
+type Moves = Arc<Mutex<BTreeMap<String, Vec<String>>>>;
+
+/// Every phase each object of `api`'s kind is seen in, in order, while the test runs.
+fn record_moves(api: Api<DynamicObject>) -> (Moves, tokio::task::JoinHandle<()>) {
+    let seen: Moves = Arc::default();
     let recording = seen.clone();
     let task = tokio::spawn(async move {
         let stream = watcher(api, watcher::Config::default()).applied_objects();
@@ -372,21 +370,22 @@ async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
     .expect("policy file");
     let addr = free_port();
     let label = format!("{}={ns}", kube_fsm_testkit::admission::SCOPE_LABEL);
+    let policy_flag = format!("Database={}", policy.to_string_lossy());
     let _operator = operator(
-        "webhook",
+        "database",
         &[
             "--namespace",
             &ns,
             "--metrics-addr",
             &addr.to_string(),
-            "--addr",
+            "--webhook-addr",
             "127.0.0.1:0",
-            "--register",
+            "--webhook-register",
             "bound",
-            "--namespace-label",
+            "--webhook-namespace-label",
             &label,
-            "--policy",
-            &policy.to_string_lossy(),
+            "--webhook-policy",
+            &policy_flag,
         ],
     );
     eventually(Duration::from_secs(30), || http_get(addr, "/healthz"))

@@ -210,6 +210,29 @@ pub fn validating_webhook_configuration_for(
     }
 }
 
+/// One registration for a webhook that serves several kinds ([`super::Webhook::validator`]):
+/// each kind's webhooks ([`validating_webhook_configuration_for`] of its CRD under its
+/// policy), all at `options`' endpoint. Named as that kind's own registration when there is one
+/// kind, `name` when there are several.
+pub fn validating_webhook_configuration_of(
+    kinds: &[(&CustomResourceDefinition, &Policy)],
+    options: &WebhookOptions,
+    name: &str,
+) -> ValidatingWebhookConfiguration {
+    let mut each = kinds
+        .iter()
+        .map(|(crd, policy)| validating_webhook_configuration_for(crd, options, policy));
+    let mut registration = each.next().unwrap_or_default();
+    for other in each {
+        let webhooks = registration.webhooks.get_or_insert_with(Vec::new);
+        webhooks.extend(other.webhooks.unwrap_or_default());
+    }
+    if kinds.len() > 1 {
+        registration.metadata.name = Some(name.to_owned());
+    }
+    registration
+}
+
 /// `crd` with its conversions sent to the operator's webhook (`strategy: Webhook`, at
 /// `options`' endpoint and [`CONVERT_PATH`], with its `caBundle`; `conversionReviewVersions:
 /// [v1]`), which [`super::Webhook::converter`] serves. The failure policy and selectors of

@@ -40,6 +40,7 @@ mod tls;
 pub use configuration::{
     Endpoint, FailurePolicy, PATH, TIER_PATH, WebhookOptions, conversion_webhook,
     validating_webhook_configuration, validating_webhook_configuration_for,
+    validating_webhook_configuration_of,
 };
 pub use conversion::{CONVERSION_DATA, CONVERSION_ERROR, CONVERT_PATH, Conversions, Converter};
 pub use policy::{OperatorIdentity, People, Policy, PolicyError, Requester, Rule, Tier};

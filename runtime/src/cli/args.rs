@@ -82,16 +82,29 @@ pub struct RunArgs {
     #[arg(long, env = "KUBE_FSM_METRICS_AUTH")]
     pub metrics_auth: bool,
     /// Serve the admission webhook (and the conversions) of every kind here, over HTTPS.
-    #[arg(
-        long,
-        env = "KUBE_FSM_WEBHOOK_ADDR",
-        value_name = "ADDR",
-        requires = "webhook_tls"
-    )]
+    #[arg(long, env = "KUBE_FSM_WEBHOOK_ADDR", value_name = "ADDR")]
     pub webhook_addr: Option<SocketAddr>,
     /// The webhook's serving certificate and key (PEM files, re-read when they change).
-    #[arg(long, env = "KUBE_FSM_WEBHOOK_TLS", num_args = 2, value_names = ["CERT", "KEY"], value_delimiter = ',')]
+    /// Without them, a development CA signs one for the registered host (`--webhook-register`)
+    /// or the bound address.
+    #[arg(long, env = "KUBE_FSM_WEBHOOK_TLS", num_args = 2, value_names = ["CERT", "KEY"], value_delimiter = ',', requires = "webhook_addr")]
     pub webhook_tls: Option<Vec<PathBuf>>,
+    /// Register the webhook with the API server at start (and remove it at exit), for it to
+    /// call `bound` (the bound address: an API server on this machine) or this https URL.
+    /// Deployed operators are registered by their manifests instead.
+    #[arg(long, env = "KUBE_FSM_WEBHOOK_REGISTER", value_name = "bound|URL", value_parser = register, requires = "webhook_addr")]
+    pub webhook_register: Option<Register>,
+    /// Register the webhook for the namespaces with this label only.
+    #[arg(long, env = "KUBE_FSM_WEBHOOK_NAMESPACE_LABEL", value_name = "KEY=VALUE", value_parser = key_value, requires = "webhook_register")]
+    pub webhook_namespace_label: Option<(String, String)>,
+    /// Register with failurePolicy Ignore (writes pass while the webhook is unreachable;
+    /// default Fail: refused).
+    #[arg(
+        long,
+        env = "KUBE_FSM_WEBHOOK_FAIL_OPEN",
+        requires = "webhook_register"
+    )]
+    pub webhook_fail_open: bool,
     /// The webhook's policy for KIND (YAML; the default policy for a kind not named).
     #[arg(long, env = "KUBE_FSM_WEBHOOK_POLICY", value_name = "KIND=FILE", value_parser = kind_file, value_delimiter = ',')]
     pub webhook_policy: Vec<(String, PathBuf)>,
@@ -116,6 +129,9 @@ impl Default for RunArgs {
             metrics_auth: false,
             webhook_addr: None,
             webhook_tls: None,
+            webhook_register: None,
+            webhook_namespace_label: None,
+            webhook_fail_open: false,
             webhook_policy: Vec::new(),
             log_level: "info".to_owned(),
             log_format: LogFormat::Text,
@@ -129,36 +145,61 @@ impl RunArgs {
     #[must_use]
     pub fn to_args(&self) -> Vec<String> {
         let mut args = vec!["run".to_owned()];
-        let mut flag = |name: &str, value: Option<String>| {
+        let flag = |args: &mut Vec<String>, name: &str, value: Option<String>| {
             args.push(format!("--{name}"));
             args.extend(value);
         };
         if let Some(namespace) = &self.namespace {
-            flag("namespace", Some(namespace.clone()));
+            flag(&mut args, "namespace", Some(namespace.clone()));
         }
         if self.leader_elect {
-            flag("leader-elect", None);
+            flag(&mut args, "leader-elect", None);
         }
         if let Some(shards) = self.shards {
-            flag("shards", Some(shards.to_string()));
+            flag(&mut args, "shards", Some(shards.to_string()));
         }
         if let Some(identity) = &self.identity {
-            flag("identity", Some(identity.clone()));
+            flag(&mut args, "identity", Some(identity.clone()));
         }
         if let Some(namespace) = &self.lease_namespace {
-            flag("lease-namespace", Some(namespace.clone()));
+            flag(&mut args, "lease-namespace", Some(namespace.clone()));
         }
-        flag("lease-duration", Some(self.lease_duration.to_string()));
-        flag("metrics-addr", Some(self.metrics_addr.to_string()));
+        flag(
+            &mut args,
+            "lease-duration",
+            Some(self.lease_duration.to_string()),
+        );
+        flag(
+            &mut args,
+            "metrics-addr",
+            Some(self.metrics_addr.to_string()),
+        );
         if self.metrics_auth {
-            flag("metrics-auth", None);
+            flag(&mut args, "metrics-auth", None);
         }
         if let Some(addr) = self.webhook_addr {
-            flag("webhook-addr", Some(addr.to_string()));
+            flag(&mut args, "webhook-addr", Some(addr.to_string()));
         }
         if let Some(files) = &self.webhook_tls {
-            flag("webhook-tls", None);
+            flag(&mut args, "webhook-tls", None);
             args.extend(files.iter().map(|f| f.display().to_string()));
+        }
+        if let Some(register) = &self.webhook_register {
+            let value = match register {
+                Register::Bound => "bound".to_owned(),
+                Register::At(url) => url.clone(),
+            };
+            flag(&mut args, "webhook-register", Some(value));
+        }
+        if let Some((key, value)) = &self.webhook_namespace_label {
+            flag(
+                &mut args,
+                "webhook-namespace-label",
+                Some(format!("{key}={value}")),
+            );
+        }
+        if self.webhook_fail_open {
+            flag(&mut args, "webhook-fail-open", None);
         }
         for (kind, file) in &self.webhook_policy {
             args.push("--webhook-policy".to_owned());
@@ -175,6 +216,26 @@ impl RunArgs {
             .to_owned(),
         );
         args
+    }
+}
+
+/// Where the API server calls a webhook `run` registers itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Register {
+    /// At the bound address (an API server on this machine: envtest, a demo).
+    Bound,
+    /// At this `https://` base URL.
+    At(String),
+}
+
+/// `bound` or an https URL.
+fn register(value: &str) -> Result<Register, String> {
+    match value {
+        "bound" => Ok(Register::Bound),
+        url if url.starts_with("https://") => {
+            Ok(Register::At(url.trim_end_matches('/').to_owned()))
+        }
+        other => Err(format!("takes `bound` or an https:// URL, not {other:?}")),
     }
 }
 
@@ -303,6 +364,9 @@ mod tests {
             metrics_auth: true,
             webhook_addr: Some("0.0.0.0:9443".parse().unwrap()),
             webhook_tls: Some(vec!["/tls/tls.crt".into(), "/tls/tls.key".into()]),
+            webhook_register: Some(Register::At("https://10.0.0.1:9443".into())),
+            webhook_namespace_label: Some(("team".into(), "a".into())),
+            webhook_fail_open: true,
             webhook_policy: vec![("Database".into(), "/policy/db.yaml".into())],
             log_level: "debug".into(),
             log_format: LogFormat::Json,

@@ -28,6 +28,7 @@ mod commands;
 mod logging;
 mod machine;
 mod run;
+mod webhook;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -35,7 +36,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches};
 
 use args::{Cli, Command};
-pub use args::{LogFormat, RunArgs};
+pub use args::{LogFormat, Register, RunArgs};
 use machine::Entry;
 pub use machine::Machine;
 

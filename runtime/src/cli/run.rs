@@ -1,18 +1,11 @@
 //! `run`: every machine in one [`Manager`], its endpoint (`/metrics`, `/healthz`, `/readyz`,
 //! `/machine`) and, when asked, one admission webhook for every kind, until SIGTERM.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
-
 use super::args::RunArgs;
-use super::{App, CliError, logging};
-use crate::admission::{Policy, ServingCertificate, Webhook, WebhookHealth, WebhookMetrics};
+use super::{App, CliError, logging, webhook};
 use crate::ha::leader::LeaderElection;
 use crate::ha::shard::Sharding;
 use crate::manager::Manager;
@@ -63,11 +56,11 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
         endpoints = endpoints.authorize(client.clone());
     }
     let webhook = match args.webhook_addr {
-        Some(addr) => Some(webhook(app, args, addr, &client, &mut endpoints).await?),
+        Some(addr) => Some(webhook::start(app, args, addr, &client, endpoints.registry()).await?),
         None => None,
     };
     let (addr, _server) = endpoints
-        .webhook(webhook)
+        .webhook(webhook.as_ref().map(|w| w.health.clone()))
         .serve(args.metrics_addr)
         .await
         .map_err(|err| {
@@ -80,93 +73,13 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
         machine = %format!("http://{addr}/machine"),
         "starting the {} operator", app.name
     );
-    if manager.run().await == Stopped::LeaseLost {
+    let stopped = manager.run().await;
+    if let Some(name) = webhook.and_then(|w| w.registered) {
+        webhook::unregister(&client, &name).await;
+    }
+    if stopped == Stopped::LeaseLost {
         tracing::error!("lost the Lease; exiting so that a restart waits for it again");
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Serves every kind's admission reviews (and conversions) on `addr`, in its own task.
-async fn webhook(
-    app: &App,
-    args: &RunArgs,
-    addr: SocketAddr,
-    client: &Client,
-    endpoints: &mut Endpoints,
-) -> Result<WebhookHealth, CliError> {
-    let invalid = |err: &dyn std::fmt::Display| CliError::Invalid(err.to_string());
-    let [cert, key] = args.webhook_tls.as_deref().unwrap_or_default() else {
-        return Err(CliError::Invalid(
-            "--webhook-addr needs --webhook-tls CERT KEY".to_owned(),
-        ));
-    };
-    let certificate = ServingCertificate::from_files(cert, key).map_err(|e| invalid(&e))?;
-    let kinds: Vec<String> = app.machines.iter().map(|m| m.kind()).collect();
-    if let Some((kind, _)) = args.webhook_policy.iter().find(|(k, _)| !kinds.contains(k)) {
-        return Err(CliError::Invalid(format!(
-            "--webhook-policy names {kind:?}, which this operator does not run ({})",
-            kinds.join(", ")
-        )));
-    }
-    let mut validators = Vec::new();
-    for machine in &app.machines {
-        let kind = machine.kind();
-        let policy = match args.webhook_policy.iter().find(|(k, _)| *k == kind) {
-            Some((_, path)) => read_policy(path)?,
-            None => Policy::default(),
-        };
-        let validator = machine
-            .validator(policy)
-            .map_err(|err| CliError::Invalid(format!("the {kind} policy: {err}")))?;
-        validators.push(validator);
-    }
-    let mut validators = validators.into_iter();
-    let first = validators.next().ok_or_else(|| invalid(&"no machine"))?;
-    let mut webhook = Webhook::bind(addr, first, certificate)
-        .await
-        .map_err(|e| invalid(&e))?;
-    for validator in validators {
-        webhook = webhook.validator(validator);
-    }
-    for converter in app.machines.iter().filter_map(|m| m.converter()) {
-        webhook = webhook.converter(converter);
-    }
-    let metrics = WebhookMetrics::default();
-    metrics.register(endpoints.registry());
-    webhook = webhook.metrics(&metrics);
-    if let Some(pod) = this_pod() {
-        let reporter = Reporter::from(format!("{}-webhook", app.name));
-        webhook = webhook.events(Recorder::new(client.clone(), reporter), pod);
-    }
-    let health = webhook.health();
-    tracing::info!(addr = %webhook.local_addr(), kinds = %kinds.join(", "), "serving the admission webhook");
-    tokio::spawn(webhook.run());
-    Ok(health)
-}
-
-/// A policy file (YAML).
-fn read_policy(path: &PathBuf) -> Result<Policy, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CliError::File {
-        path: path.clone(),
-        source,
-    })?;
-    serde_saphyr::from_str(&text)
-        .map_err(|err| CliError::Invalid(format!("{}: {err}", path.display())))
-}
-
-/// This Pod (from `POD_NAME` and `POD_NAMESPACE`, which the generated Deployment sets), which
-/// the webhook's certificate Events are about; `None` outside a Pod.
-fn this_pod() -> Option<ObjectReference> {
-    let (name, namespace) = (
-        std::env::var("POD_NAME").ok()?,
-        std::env::var("POD_NAMESPACE").ok()?,
-    );
-    Some(ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("Pod".to_owned()),
-        name: Some(name),
-        namespace: Some(namespace),
-        ..ObjectReference::default()
-    })
 }

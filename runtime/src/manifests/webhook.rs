@@ -162,24 +162,14 @@ pub(crate) fn manifests(deploy: &Deploy, served: &Served, kinds: &[Kind]) -> Vec
     .collect()
 }
 
-/// One registration with a webhook (or one per tier) for each kind; named as the kind's own
-/// registration when there is one kind, as the webhook's Service when there are several.
+/// One registration with a webhook (or one per tier) for each kind.
 fn registration(deploy: &Deploy, served: &Served, kinds: &[Kind]) -> serde_json::Value {
-    let mut each = kinds.iter().map(|kind| {
-        crate::admission::validating_webhook_configuration_for(
-            &kind.crd,
-            &served.options,
-            &kind.policy,
-        )
-    });
-    let mut registration = each.next().unwrap_or_default();
-    for other in each {
-        let webhooks = registration.webhooks.get_or_insert_with(Vec::new);
-        webhooks.extend(other.webhooks.unwrap_or_default());
-    }
-    if kinds.len() > 1 {
-        registration.metadata.name = Some(service(deploy));
-    }
+    let kinds: Vec<_> = kinds.iter().map(|k| (&k.crd, &k.policy)).collect();
+    let registration = crate::admission::validating_webhook_configuration_of(
+        &kinds,
+        &served.options,
+        &service(deploy),
+    );
     serde_json::to_value(registration).unwrap_or_default()
 }
 
