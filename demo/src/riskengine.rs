@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_fsm_examples::riskengine::{
     self, ALLOW_LIST, Handlers, RiskEngine, RiskEnginePhase, RiskEngineSpec,
@@ -264,15 +264,7 @@ async fn refuse_out_of_range_timeout(client: &Client, ns: &str) -> Result<(), Bo
 
 /// Writes the allow-list as the platform team would (its own field manager).
 async fn set_allow_list(client: &Client, ns: &str, versions: &str) -> Result<(), BoxError> {
-    let list = riskengine::allow_list(ns, versions);
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .patch(
-            ALLOW_LIST,
-            &PatchParams::apply("platform-team").force(),
-            &Patch::Apply(&list),
-        )
-        .await?;
-    Ok(())
+    Ok(riskengine::apply_allow_list(client, ns, versions).await?)
 }
 
 async fn list(client: &Client, tenants: &[String]) -> Result<Vec<RiskEngine>, BoxError> {

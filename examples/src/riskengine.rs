@@ -53,6 +53,37 @@ pub fn allow_list(namespace: &str, versions: &str) -> ConfigMap {
     }
 }
 
+/// Writes the allow-list of `namespace` (server-side apply, as the platform team).
+///
+/// # Errors
+/// The API server's refusal.
+pub async fn apply_allow_list(
+    client: &Client,
+    namespace: &str,
+    versions: &str,
+) -> Result<(), kube::Error> {
+    kube::Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .patch(
+            ALLOW_LIST,
+            &kube::api::PatchParams::apply("platform-team").force(),
+            &kube::api::Patch::Apply(&allow_list(namespace, versions)),
+        )
+        .await
+        .map(drop)
+}
+
+/// A RiskEngine `name` of `version` (a 60 s evaluation timeout, no parameters).
+pub fn engine(name: &str, version: &str) -> RiskEngine {
+    RiskEngine::new(
+        name,
+        RiskEngineSpec {
+            version: version.into(),
+            timeout_seconds: 60,
+            parameters: BTreeMap::new(),
+        },
+    )
+}
+
 /// The label selector of the watched ConfigMaps and Secrets.
 pub fn selector() -> String {
     crate::child_selector()

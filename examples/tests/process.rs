@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use kube_fsm_testkit::cluster::{self, eventually};
@@ -247,12 +246,7 @@ async fn a_killed_leader_of_both_kinds_is_replaced_once_its_lease_expires() {
     install_crd(&client).await;
     cluster::install_crd(&client, riskengine::crd()).await;
     let ns = cluster::namespace(&client, "fsm-kill").await;
-    Api::<ConfigMap>::namespaced(client.clone(), &ns)
-        .patch(
-            riskengine::ALLOW_LIST,
-            &PatchParams::apply("platform-team"),
-            &Patch::Apply(&riskengine::allow_list(&ns, "2.0")),
-        )
+    riskengine::apply_allow_list(&client, &ns, "2.0")
         .await
         .expect("the allow-list");
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);

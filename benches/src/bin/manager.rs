@@ -19,8 +19,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use kube_fsm_benches::example::{BoxError, free_port, http_get, process_stats};
 use kube_fsm_examples::database::{Database, DatabasePhase, DatabaseSpec};
@@ -135,13 +134,7 @@ async fn run(
     n: usize,
 ) -> Result<Run, BoxError> {
     let ns = cluster::namespace(client, "fsm-bench-manager").await;
-    Api::<ConfigMap>::namespaced(client.clone(), &ns)
-        .patch(
-            riskengine::ALLOW_LIST,
-            &PatchParams::apply("platform-team"),
-            &Patch::Apply(&riskengine::allow_list(&ns, "2.0")),
-        )
-        .await?;
+    riskengine::apply_allow_list(client, &ns, "2.0").await?;
     let names: &[&str] = match mode {
         Mode::One => &["operator"],
         Mode::Two => &["database", "riskengine"],

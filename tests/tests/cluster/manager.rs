@@ -7,13 +7,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kube_fsm::Manager;
 use kube_fsm::controller::LeaderElection;
 use kube_fsm_examples::database::{self, Database, Handlers};
-use kube_fsm_examples::riskengine::{self, ALLOW_LIST, RiskEngine, RiskEngineSpec};
+use kube_fsm_examples::riskengine::{self, RiskEngine};
 use kube_fsm_testkit::audit::{self, Request};
 use kube_fsm_testkit::cluster::{self, wait_phase};
 use kube_fsm_testkit::operator::Running;
@@ -34,14 +33,7 @@ fn both(client: &Client, ns: &str) -> Manager {
 }
 
 fn engine(name: &str) -> RiskEngine {
-    RiskEngine::new(
-        name,
-        RiskEngineSpec {
-            version: "2.0".into(),
-            timeout_seconds: 60,
-            parameters: BTreeMap::new(),
-        },
-    )
+    riskengine::engine(name, "2.0")
 }
 
 fn count(requests: &[Request], verb: &str, resource: &str, subresource: &str) -> usize {
@@ -60,12 +52,7 @@ async fn two_machines_in_one_process_share_one_watch_per_kind_and_one_lease() {
         return;
     };
     cluster::install_crd(&client, riskengine::crd()).await;
-    Api::<ConfigMap>::namespaced(client.clone(), &ns)
-        .patch(
-            ALLOW_LIST,
-            &PatchParams::apply("platform-team"),
-            &Patch::Apply(&riskengine::allow_list(&ns, "2.0")),
-        )
+    riskengine::apply_allow_list(&client, &ns, "2.0")
         .await
         .expect("the allow-list");
     let manager = both(&client, &ns);

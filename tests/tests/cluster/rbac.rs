@@ -21,7 +21,7 @@ use kube_fsm::admission::{
 use kube_fsm::controller::{Connection, LeaderElection, Sharding};
 use kube_fsm::deploy::{Rbac, Verb};
 use kube_fsm_examples::database::{self, Database, Handlers};
-use kube_fsm_examples::riskengine::{self, ALLOW_LIST, RiskEngine, RiskEngineSpec};
+use kube_fsm_examples::riskengine::{self, RiskEngine};
 use kube_fsm_testkit::admission;
 use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
 use kube_fsm_testkit::operator::Running;
@@ -196,13 +196,7 @@ async fn the_riskengine_operator_runs_as_its_service_account() {
         return;
     };
     cluster::install_crd(&admin, riskengine::crd()).await;
-    let list = riskengine::allow_list(&ns, "1.4, 2.0");
-    Api::<ConfigMap>::namespaced(admin.clone(), &ns)
-        .patch(
-            ALLOW_LIST,
-            &PatchParams::apply("platform-team"),
-            &Patch::Apply(&list),
-        )
+    riskengine::apply_allow_list(&admin, &ns, "1.4, 2.0")
         .await
         .expect("the allow-list");
     let (client, tally) = service_account::client(&admin, &ns, "operator").await;
@@ -211,14 +205,7 @@ async fn the_riskengine_operator_runs_as_its_service_account() {
     let rbac = operator.rbac();
     let running = granted(&admin, &client, &ns, &rbac, operator).await;
     let api: Api<RiskEngine> = Api::namespaced(admin.clone(), &ns);
-    let engine = RiskEngine::new(
-        "risk",
-        RiskEngineSpec {
-            version: "2.0".into(),
-            timeout_seconds: 60,
-            parameters: BTreeMap::new(),
-        },
-    );
+    let engine = riskengine::engine("risk", "2.0");
     api.create(&PostParams::default(), &engine)
         .await
         .expect("create");
@@ -360,12 +347,7 @@ async fn both_machines_in_one_process_run_as_one_service_account_with_the_union_
         return;
     };
     cluster::install_crd(&admin, riskengine::crd()).await;
-    Api::<ConfigMap>::namespaced(admin.clone(), &ns)
-        .patch(
-            ALLOW_LIST,
-            &PatchParams::apply("platform-team"),
-            &Patch::Apply(&riskengine::allow_list(&ns, "2.0")),
-        )
+    riskengine::apply_allow_list(&admin, &ns, "2.0")
         .await
         .expect("the allow-list");
     let (client, tally) = service_account::client(&admin, &ns, "operator").await;
@@ -393,14 +375,7 @@ async fn both_machines_in_one_process_run_as_one_service_account_with_the_union_
             .machine(engines)
             .replicas(election()),
     );
-    let engine = RiskEngine::new(
-        "risk",
-        RiskEngineSpec {
-            version: "2.0".into(),
-            timeout_seconds: 60,
-            parameters: BTreeMap::new(),
-        },
-    );
+    let engine = riskengine::engine("risk", "2.0");
     let api: Api<RiskEngine> = Api::namespaced(admin.clone(), &ns);
     api.create(&PostParams::default(), &engine)
         .await
