@@ -429,3 +429,34 @@ async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
         .expect("unregister");
     let _ = std::fs::remove_file(policy);
 }
+
+/// `check` against the cluster: each kind's CRD is installed and every stored object is in a
+/// phase its machine knows — one sentence per kind, exit 0.
+#[tokio::test]
+async fn check_reports_each_kind_of_the_two_kind_operator() {
+    let Some(client) = cluster::client("check_reports_each_kind").await else {
+        return;
+    };
+    install_crd(&client).await;
+    cluster::install_crd(&client, kube_fsm_examples::riskengine::crd()).await;
+    let out = Command::new(example("operator"))
+        .arg("check")
+        .output()
+        .await
+        .expect("check runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for kind in ["Database", "RiskEngine"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("{kind}: the CRD "))
+                    && l.contains("every one in a phase this machine knows")),
+            "{stdout}"
+        );
+    }
+}
