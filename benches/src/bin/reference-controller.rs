@@ -16,9 +16,10 @@
 //! two can be compared doing exactly the same writes. With `--events` it records a Normal
 //! Event of each transition it writes (as kube-fsm's `--events all` does, through kube's
 //! `Recorder`). With `--same-status` it also writes
-//! the status in kube-fsm's shape (the example's two Conditions, `observedGeneration`,
-//! `lastPhaseTransitionTime`, `enteredPhase`) and the child with the example's labels, so that
-//! the objects have the same size and only the engines differ.
+//! the status in kube-fsm's shape (the example's two Conditions, the kstatus `Ready` and, while
+//! provisioning, `Reconciling` conditions, `observedGeneration`, `lastPhaseTransitionTime`,
+//! `enteredPhase`) and the child with the example's labels, so that the objects have the same
+//! size and only the engines differ.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -131,20 +132,25 @@ fn child(db: &Database, same_status: bool) -> ConfigMap {
     }
 }
 
-/// The status kube-fsm's example writes on entering `phase` (Provisioning: no condition yet;
-/// Running: both conditions True), times at whole seconds as kube-fsm stores them.
+/// The status kube-fsm's example writes on entering `phase`, times at whole seconds as kube-fsm
+/// stores them: the kstatus conditions (Provisioning: `Ready` False and `Reconciling` True;
+/// Running: `Ready` True) and, Running, the spec's two conditions True.
 fn machine_status(db: &Database, phase: &str) -> serde_json::Value {
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let now = k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or_default();
     let generation = db.meta().generation;
-    let condition = |type_: &str, reason: &str, message: String| {
+    let condition_of = |type_: &str, status: &str, reason: &str, message: String| {
         json!({
-            "type": type_, "status": "True", "reason": reason, "message": message,
+            "type": type_, "status": status, "reason": reason, "message": message,
             "observedGeneration": generation, "lastTransitionTime": now.to_string(),
         })
     };
+    let condition = |type_: &str, reason: &str, message: String| {
+        condition_of(type_, "True", reason, message)
+    };
     let conditions = if phase == "Running" {
         vec![
+            condition("Ready", "Ready", String::new()),
             condition(
                 "PodsReady",
                 "ChildReady",
@@ -160,7 +166,19 @@ fn machine_status(db: &Database, phase: &str) -> serde_json::Value {
             ),
         ]
     } else {
-        Vec::new()
+        vec![
+            condition_of(
+                "Ready",
+                "False",
+                "NotReady",
+                format!("phase {phase} is not Running"),
+            ),
+            condition(
+                "Reconciling",
+                "Progressing",
+                format!("phase {phase}: Child resources are being created."),
+            ),
+        ]
     };
     json!({
         "phase": phase,
