@@ -145,9 +145,8 @@ fn machine_status(db: &Database, phase: &str) -> serde_json::Value {
             "observedGeneration": generation, "lastTransitionTime": now.to_string(),
         })
     };
-    let condition = |type_: &str, reason: &str, message: String| {
-        condition_of(type_, "True", reason, message)
-    };
+    let condition =
+        |type_: &str, reason: &str, message: String| condition_of(type_, "True", reason, message);
     let conditions = if phase == "Running" {
         vec![
             condition("Ready", "Ready", String::new()),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PatchParams;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
@@ -150,10 +150,6 @@ where
     pub(crate) fn sharded(mut self, labeller: Option<Labeller>) -> Self {
         self.labeller = labeller;
         self
-    }
-
-    pub(crate) fn recorder(&self) -> &Recorder {
-        self.context.recorder()
     }
 
     fn api_for(&self, object: &K) -> Api<K> {

@@ -161,9 +161,9 @@ where
             tracing::debug!(object = %object.name_any(), reason, "not recorded: the object's shard is no longer held");
             return;
         }
-        let published = self
-            .recorder()
-            .publish(&event, &object.object_ref(&()))
+        let reference = object.object_ref(&());
+        let published = (self.context.recorder_for(&reference))
+            .publish(&event, &reference)
             .await;
         if let Err(err) = published
             && !self.health.refused(&err)

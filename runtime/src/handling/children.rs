@@ -238,8 +238,7 @@ impl<K: StateMachine> Step<K> {
         };
         self.context.pace().write().await;
         fenced()?;
-        self.context
-            .recorder()
+        (self.context.recorder_for(&self.object.reference))
             .publish(&event, &self.object.reference)
             .await?;
         Ok(())
