@@ -113,7 +113,8 @@ impl App {
     }
 
     /// Parses the process's arguments and runs the command; the exit code says how it went
-    /// (an error is printed as a sentence first).
+    /// (an error is printed as a sentence first). It starts its own async runtime: call it from
+    /// a plain `fn main`, not from inside one (`#[tokio::main]`).
     pub fn run(self) -> ExitCode {
         self.run_from(std::env::args_os())
     }
