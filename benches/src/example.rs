@@ -26,7 +26,7 @@ pub fn sibling(name: &str) -> Result<PathBuf, BoxError> {
         Ok(path)
     } else {
         Err(format!(
-            "{} is not built (scripts/bench-scale and scripts/bench-scale-n build it)",
+            "{} is not built (scripts/bench-scale and scripts/bench-scale-n build it; the examples: cargo build --release -p kube-fsm-examples --examples)",
             path.display()
         )
         .into())
@@ -66,6 +66,16 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Result<String, BoxError> 
     } else {
         Err(format!("GET http://{addr}{path}: {status}").into())
     }
+}
+
+/// The pid of the bench's kube-apiserver (`KUBE_FSM_ENVTEST_DIR` locates it), for its CPU time.
+pub fn apiserver_pid() -> Option<u32> {
+    let dir = std::env::var("KUBE_FSM_ENVTEST_DIR").ok()?;
+    std::fs::read_to_string(format!("{dir}/kube-apiserver.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// CPU seconds (user + system) and peak RSS (bytes) of a process, from `/proc`.

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
-use kube_fsm_benches::example::{BoxError, free_port, http_get, process_stats};
+use kube_fsm_benches::example::{
+    BoxError, apiserver_pid, free_port, http_get, process_stats, sibling,
+};
 use kube_fsm_examples::database::{Database, DatabasePhase, DatabaseSpec};
 use kube_fsm_examples::riskengine::{self, RiskEngine, RiskEnginePhase, RiskEngineSpec};
 use kube_fsm_testkit::{audit, cluster};
@@ -60,25 +62,13 @@ struct Run {
     apiserver_cpu: Option<f64>,
 }
 
+/// A release example beside this binary (`target/release/examples/NAME`).
 fn example(name: &str) -> Result<PathBuf, BoxError> {
-    let path = std::env::current_exe()?
-        .with_file_name("examples")
-        .join(name);
-    if path.exists() {
-        Ok(path)
-    } else {
-        Err(format!(
-            "{} is not built: cargo build --release -p kube-fsm-examples --examples",
-            path.display()
-        )
-        .into())
-    }
+    sibling(&format!("examples/{name}"))
 }
 
 fn apiserver_cpu() -> Option<f64> {
-    let dir = std::env::var("KUBE_FSM_ENVTEST_DIR").ok()?;
-    let pid = std::fs::read_to_string(format!("{dir}/kube-apiserver.pid")).ok()?;
-    process_stats(pid.trim().parse().ok()?).map(|(cpu, _)| cpu)
+    apiserver_pid().and_then(process_stats).map(|(cpu, _)| cpu)
 }
 
 /// `NAME run --namespace NS`, its endpoint on a free port, ready; killed when dropped.

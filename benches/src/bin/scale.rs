@@ -41,7 +41,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use kube_fsm_benches::example::{BoxError, install_crd, process_stats, sibling};
+use kube_fsm_benches::example::{BoxError, apiserver_pid, install_crd, process_stats, sibling};
 use kube_fsm_benches::flaky::FlakyProxy;
 use kube_fsm_testkit::cluster;
 use kube_fsm_testkit::prometheus::Requests;
@@ -99,15 +99,6 @@ fn options() -> Result<Options, String> {
         }
     }
     Ok(options)
-}
-
-fn apiserver_pid() -> Option<u32> {
-    let dir = std::env::var("KUBE_FSM_ENVTEST_DIR").ok()?;
-    std::fs::read_to_string(format!("{dir}/kube-apiserver.pid"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// The API server's request counters that the table reports.

@@ -140,6 +140,36 @@ impl Default for RunArgs {
 }
 
 impl RunArgs {
+    /// How the replicas of the operator `name` share the work, as these flags say: one Lease,
+    /// one shard set (both named `name`, in the Lease namespace: `--lease-namespace`, else the
+    /// watched namespace, else `default`), or one replica.
+    pub(crate) fn replicas(&self, name: &str) -> crate::operator::Replicas {
+        use crate::ha::leader::LeaderElection;
+        use crate::ha::shard::Sharding;
+        use std::time::Duration;
+        let namespace = (self.lease_namespace.as_deref())
+            .or(self.namespace.as_deref())
+            .unwrap_or("default");
+        let duration = Duration::from_secs(self.lease_duration);
+        match (self.leader_elect, self.shards) {
+            (true, _) => {
+                let election = LeaderElection::new(name, namespace).duration(duration);
+                match &self.identity {
+                    Some(identity) => election.identity(identity).into(),
+                    None => election.into(),
+                }
+            }
+            (false, Some(shards)) => {
+                let sharding = Sharding::new(name, namespace, shards).duration(duration);
+                match &self.identity {
+                    Some(identity) => sharding.identity(identity).into(),
+                    None => sharding.into(),
+                }
+            }
+            (false, None) => crate::operator::Replicas::One,
+        }
+    }
+
     /// These flags as the arguments of `run` (`run` first): what the generated Deployment
     /// passes, parsed back into the same value by the binary.
     #[must_use]
@@ -237,6 +267,29 @@ fn register(value: &str) -> Result<Register, String> {
         }
         other => Err(format!("takes `bound` or an https:// URL, not {other:?}")),
     }
+}
+
+/// The failure policy and namespace selector of a webhook registration, from the flags that
+/// say them (`--webhook-fail-open`, `--webhook-namespace-label`) for `run` and `manifests`.
+pub(crate) fn registration(
+    fail_open: bool,
+    namespace_label: Option<&(String, String)>,
+) -> (
+    crate::admission::FailurePolicy,
+    Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+) {
+    use crate::admission::FailurePolicy;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    let failure = if fail_open {
+        FailurePolicy::Ignore
+    } else {
+        FailurePolicy::Fail
+    };
+    let namespaces = namespace_label.map(|(key, value)| LabelSelector {
+        match_labels: Some([(key.clone(), value.clone())].into()),
+        ..LabelSelector::default()
+    });
+    (failure, namespaces)
 }
 
 /// `manifests`: how the operator is deployed.

@@ -9,7 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::{DynamicObject, ListParams};
 
-use super::machine::{Entry, phase_of};
+use super::machine::Entry;
 use super::{App, CliError};
 
 /// Prints one line per kind; fails when a problem is found.
@@ -74,7 +74,10 @@ async fn check_one(
         let page = api.list(&params).await.map_err(cluster_error)?;
         for object in &page.items {
             objects += 1;
-            if let Some(phase) = phase_of(object).filter(|p| !known.contains(p)) {
+            if let Some(phase) = object.data["status"]["phase"]
+                .as_str()
+                .filter(|p| !known.contains(p))
+            {
                 let name = match &object.metadata.namespace {
                     Some(ns) => format!("{ns}/{}", object.metadata.name.as_deref().unwrap_or("")),
                     None => object.metadata.name.clone().unwrap_or_default(),

@@ -3,19 +3,17 @@
 use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Serialize;
 
-use super::args::{DiagramArgs, Format, LogFormat, ManifestsArgs, MonitoringArgs, RunArgs};
+use super::args::{
+    DiagramArgs, Format, LogFormat, ManifestsArgs, MonitoringArgs, RunArgs, registration,
+};
 use super::{App, CliError};
-use crate::admission::{FailurePolicy, Policy};
-use crate::ha::leader::LeaderElection;
-use crate::ha::shard::Sharding;
+use crate::admission::Policy;
 use crate::manifests::{Deploy, Kind, Manifest};
 use crate::model::diagram::DiagramFormat;
 use crate::observe::alerts::Alerts;
 use crate::observe::dashboard::Dashboard;
-use crate::operator::Replicas;
 use crate::operator::rbac::Rbac;
 
 /// The port the Deployment's webhook listens on.
@@ -68,11 +66,7 @@ pub(super) fn base(
         log_format: LogFormat::Json,
         ..RunArgs::default()
     };
-    let replicas = match (run.shards, run.leader_elect) {
-        (Some(shards), _) => Replicas::from(Sharding::new(&app.name, &namespace, shards)),
-        (None, true) => Replicas::from(LeaderElection::new(&app.name, &namespace)),
-        (None, false) => Replicas::One,
-    };
+    let replicas = run.replicas(&app.name);
     // The operators as the Deployment runs them, for their RBAC; the client is never used.
     let runtime = App::runtime()?;
     let _entered = runtime.enter();
@@ -89,18 +83,10 @@ pub(super) fn base(
         .metrics_port(METRICS_PORT)
         .metrics_auth(args.metrics_auth);
     if args.webhook {
-        let failure = if args.webhook_fail_open {
-            FailurePolicy::Ignore
-        } else {
-            FailurePolicy::Fail
-        };
-        let namespaces = args
-            .webhook_namespace_label
-            .clone()
-            .map(|(key, value)| LabelSelector {
-                match_labels: Some([(key, value)].into()),
-                ..LabelSelector::default()
-            });
+        let (failure, namespaces) = registration(
+            args.webhook_fail_open,
+            args.webhook_namespace_label.as_ref(),
+        );
         deploy = deploy.webhook(WEBHOOK_PORT, Policy::default(), failure, namespaces);
     }
     let kinds: Vec<Kind> = app.machines.iter().map(|m| Kind::new(m.crd())).collect();

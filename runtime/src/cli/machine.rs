@@ -3,7 +3,6 @@
 //! the commands that handle every machine alike.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use kube::{Client, CustomResourceExt, Resource};
 
@@ -135,9 +134,4 @@ where
     fn api_resource(&self) -> ApiResource {
         ApiResource::erase::<K>(&())
     }
-}
-
-/// `DynamicObject`'s phase, for `check`.
-pub(crate) fn phase_of(object: &DynamicObject) -> Option<&str> {
-    object.data["status"]["phase"].as_str()
 }

@@ -2,14 +2,11 @@
 //! `/machine`) and, when asked, one admission webhook for every kind, until SIGTERM.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use super::args::RunArgs;
 use super::{App, CliError, logging, webhook};
-use crate::ha::leader::LeaderElection;
-use crate::ha::shard::Sharding;
 use crate::manager::Manager;
-use crate::operator::Stopped;
+use crate::operator::{Replicas, Stopped};
 use crate::serve::Endpoints;
 
 /// Runs the operator; exit code 1 when this replica lost its Lease (to be restarted).
@@ -30,27 +27,14 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
     for machine in &app.machines {
         manager = machine.add_to(manager, client.clone(), namespace);
     }
-    let lease_namespace = (args.lease_namespace.as_deref())
-        .or(namespace)
-        .unwrap_or("default");
-    let duration = Duration::from_secs(args.lease_duration);
-    if args.leader_elect {
-        let mut election = LeaderElection::new(&app.name, lease_namespace).duration(duration);
-        if let Some(identity) = &args.identity {
-            election = election.identity(identity);
-        }
+    let replicas = args.replicas(&app.name);
+    if let Replicas::LeaderElection(election) = &replicas {
         tracing::info!(
             identity = election.holder_identity(),
             "waiting for the Lease"
         );
-        manager = manager.replicas(election);
-    } else if let Some(shards) = args.shards {
-        let mut sharding = Sharding::new(&app.name, lease_namespace, shards).duration(duration);
-        if let Some(identity) = &args.identity {
-            sharding = sharding.identity(identity);
-        }
-        manager = manager.replicas(sharding);
     }
+    manager = manager.replicas(replicas);
     let mut endpoints = Endpoints::of(&manager);
     if args.metrics_auth {
         endpoints = endpoints.authorize(client.clone());

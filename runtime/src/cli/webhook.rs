@@ -8,17 +8,16 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 
-use super::args::{Register, RunArgs};
+use super::args::{Register, RunArgs, registration};
 use super::{App, CliError};
 use crate::admission::{
-    Endpoint, FailurePolicy, Policy, ServingCertificate, Webhook, WebhookHealth, WebhookMetrics,
-    WebhookOptions, validating_webhook_configuration_of,
+    Endpoint, Policy, ServingCertificate, Webhook, WebhookHealth, WebhookMetrics, WebhookOptions,
+    validating_webhook_configuration_of,
 };
 
 /// A webhook being served.
@@ -102,16 +101,10 @@ pub(super) async fn start(
             };
             let mut options = WebhookOptions::new(Endpoint::Url(url));
             options.ca_bundle = ca_bundle;
-            if args.webhook_fail_open {
-                options.failure_policy = FailurePolicy::Ignore;
-            }
-            options.namespace_selector =
-                args.webhook_namespace_label
-                    .clone()
-                    .map(|(key, value)| LabelSelector {
-                        match_labels: Some([(key, value)].into()),
-                        ..LabelSelector::default()
-                    });
+            (options.failure_policy, options.namespace_selector) = registration(
+                args.webhook_fail_open,
+                args.webhook_namespace_label.as_ref(),
+            );
             let crds: Vec<_> = app.machines.iter().map(|m| m.crd()).collect();
             let kinds: Vec<_> = crds.iter().zip(&policies).collect();
             let registration = validating_webhook_configuration_of(
