@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use kube::Resource;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use kube::core::{DynamicObject, Status};
@@ -20,6 +21,7 @@ use crate::model::state_machine::StateMachine;
 #[derive(Clone, Debug)]
 pub struct Validator {
     machine: &'static MachineData,
+    group: String,
     policy: Policy,
 }
 
@@ -28,15 +30,34 @@ impl Validator {
     ///
     /// # Errors
     /// When the policy does not fit the machine ([`Policy::check`]).
-    pub fn new<K: StateMachine>(policy: Policy) -> Result<Self, PolicyError> {
+    pub fn new<K>(policy: Policy) -> Result<Self, PolicyError>
+    where
+        K: StateMachine + Resource<DynamicType = ()>,
+    {
         let machine = <K::Phase as Phase>::MACHINE;
         policy.check(machine)?;
-        Ok(Self { machine, policy })
+        let group = K::group(&()).into_owned();
+        Ok(Self {
+            machine,
+            group,
+            policy,
+        })
     }
 
-    /// The kind of the machine it reviews (a webhook reviewing several kinds routes by it).
+    /// The kind of the machine it reviews (a webhook reviewing several kinds routes by its
+    /// group and kind).
     pub fn kind(&self) -> &'static str {
         self.machine.kind
+    }
+
+    /// The API group of the kind it reviews.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// Whether it reviews objects of `group` and `kind` (a review's `request.kind`).
+    pub fn reviews(&self, group: &str, kind: &str) -> bool {
+        self.group == group && self.machine.kind == kind
     }
 
     /// The policy applied.
@@ -186,7 +207,13 @@ impl Validator {
     /// A validator of `machine` (for the module's tests, which have no `StateMachine` type).
     pub(crate) fn for_machine(machine: &'static MachineData, policy: Policy) -> Self {
         policy.check(machine).unwrap();
-        Validator { machine, policy }
+        // The group of the test reviews (`admission::tests_support`).
+        let group = "example.com".to_owned();
+        Validator {
+            machine,
+            group,
+            policy,
+        }
     }
 }
 

@@ -122,20 +122,23 @@ async fn two_machines_in_one_process_share_one_watch_per_kind_and_one_lease() {
     );
 }
 
-/// One webhook port for both machines, as `run --webhook-addr` serves it: one registration
+/// One webhook port for every machine, as `run --webhook-addr` serves it: one registration
 /// with a webhook per kind, both at the same URL; the real API server's reviews of each kind
 /// are answered by that kind's machine under that kind's policy. (Each policy keeps people out
 /// of a phase the machine's edges — and so the CRD's CEL rule on current servers — allow, so
-/// that only the webhook can refuse it.)
+/// that only the webhook can refuse it.) The same port converts a third kind, served in two
+/// versions, for the API server: a Ticket written as `v1alpha1` reads back as `v1`.
 #[tokio::test]
 async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     use kube::api::DeleteParams;
     use kube_fsm::admission::{
         Endpoint, OperatorIdentity, Policy, Rule, ServingCertificate, Validator, Webhook,
-        WebhookOptions, validating_webhook_configuration_for,
+        WebhookOptions, conversion_webhook, validating_webhook_configuration_for,
     };
     use kube_fsm_testkit::admission::{SCOPE_LABEL, namespace};
+    use kube_fsm_testkit::tickets::{self, v1, v1alpha1};
+    let _one_at_a_time = crate::versions::TICKETS.lock().await;
     let Some(client) = cluster::client("manager::one_webhook_port").await else {
         return;
     };
@@ -162,7 +165,8 @@ async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
     )
     .await
     .expect("bind")
-    .validator(Validator::new::<RiskEngine>(engine_policy.clone()).expect("policy"));
+    .validator(Validator::new::<RiskEngine>(engine_policy.clone()).expect("policy"))
+    .converter(tickets::converter());
     let mut options =
         WebhookOptions::new(Endpoint::Url(format!("https://{}", webhook.local_addr())));
     options.ca_bundle = ca_bundle;
@@ -264,6 +268,32 @@ async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
         .patch_status("db", &by("kube-fsm"), &to("Provisioning"))
         .await
         .expect("the operator's Pending -> Provisioning");
+
+    // Conversions, at the same port: the Ticket CRD sends them there.
+    cluster::install_crd(&client, conversion_webhook(tickets::crd(), &options)).await;
+    let old: Api<v1alpha1::Ticket> = Api::namespaced(client.clone(), &ns);
+    let new: Api<v1::Ticket> = Api::namespaced(client.clone(), &ns);
+    let spec = v1alpha1::TicketSpec {
+        title: "one port".into(),
+        assignee: Some("ana".into()),
+    };
+    // The first request after the CRD changed may still meet its previous configuration.
+    cluster::eventually(Duration::from_secs(30), || async {
+        old.create(
+            &PostParams::default(),
+            &v1alpha1::Ticket::new("t", spec.clone()),
+        )
+        .await
+        .ok()
+    })
+    .await
+    .expect("a v1alpha1 Ticket is stored (converted to v1 by the webhook)");
+    let as_new = new.get("t").await.expect("read as v1");
+    assert_eq!(as_new.spec, v1::TicketSpec::from(spec.clone()));
+    assert_eq!(old.get("t").await.expect("read as v1alpha1").spec, spec);
+    new.delete("t", &DeleteParams::default())
+        .await
+        .expect("delete the Ticket");
     registrations
         .delete(&name, &DeleteParams::default())
         .await

@@ -59,9 +59,9 @@ fn generated(rng: &mut fastrand::Rng) -> v1alpha1::TicketSpec {
     v1alpha1::TicketSpec { title, assignee }
 }
 
-/// The tests of this file one at a time: each points the one Ticket CRD's conversions at its
-/// own webhook server.
-static TICKETS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The tests that convert Tickets one at a time (this file's and `manager`'s): each points
+/// the one Ticket CRD's conversions at its own webhook server.
+pub(crate) static TICKETS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test]
 async fn objects_of_either_version_read_back_unchanged_in_both_and_converge() {

@@ -108,12 +108,18 @@ fn validator_for<'a>(
     let validator = match shared.validators.as_slice() {
         [only] => only,
         several => {
-            let kind = review.request.as_ref().map_or("", |r| r.kind.kind.as_str());
-            let found = several.iter().find(|v| v.kind() == kind);
+            let (group, kind) = review
+                .request
+                .as_ref()
+                .map_or(("", ""), |r| (r.kind.group.as_str(), r.kind.kind.as_str()));
+            let found = several.iter().find(|v| v.reviews(group, kind));
             found.ok_or_else(|| {
-                let kinds: Vec<&str> = several.iter().map(Validator::kind).collect();
+                let kinds: Vec<String> = several
+                    .iter()
+                    .map(|v| format!("{}.{}", v.kind(), v.group()))
+                    .collect();
                 format!(
-                    "this webhook reviews {}, not {kind:?}: its registration names a kind it does not serve",
+                    "this webhook reviews {}, not {kind}.{group}: its registration names a kind it does not serve",
                     kinds.join(", ")
                 )
             })?

@@ -245,8 +245,9 @@ async fn conversions_are_served_at_their_path_beside_the_reviews_and_only_when_g
     assert!(converted.contains("no conversions served"), "{converted}");
 }
 
-/// One port for every machine of a process: each review goes to the validator of its kind,
-/// a kind the webhook does not review is refused with a sentence saying so.
+/// One port for every machine of a process: each review goes to the validator of its group
+/// and kind, a kind the webhook does not review (another group's kind of the same name
+/// included) is refused with a sentence saying so.
 #[tokio::test]
 async fn one_webhook_reviews_each_kind_by_its_own_machine() {
     use crate::admission::tests_support::GATED;
@@ -262,11 +263,13 @@ async fn one_webhook_reviews_each_kind_by_its_own_machine() {
     .validator(Validator::for_machine(&GATED, Policy::default()));
     let addr = webhook.local_addr();
     let task = tokio::spawn(webhook.run());
-    let of_kind = |kind: &str, old: &str, new: &str| {
+    let of_group_kind = |group: &str, kind: &str, old: &str, new: &str| {
         let mut review = status_update(Some(old), Some(new), "kubectl");
+        review["request"]["kind"]["group"] = group.into();
         review["request"]["kind"]["kind"] = kind.into();
         review.to_string()
     };
+    let of_kind = |kind: &str, old: &str, new: &str| of_group_kind("example.com", kind, old, new);
     let allowed = |answer: &str| answer.contains(r#""allowed":true"#);
     // Pending -> Running is a Job edge; Pending -> Approved a (manual) Change edge only.
     let job = post(&tls, addr, PATH, &of_kind("Job", "Pending", "Running")).await;
@@ -287,8 +290,16 @@ async fn one_webhook_reviews_each_kind_by_its_own_machine() {
     let other = post(&tls, addr, PATH, &of_kind("Ticket", "Pending", "Running")).await;
     assert!(!allowed(&other), "{other}");
     assert!(
-        other.contains(r#"this webhook reviews Job, Change, not \"Ticket\""#),
+        other.contains(
+            "this webhook reviews Job.example.com, Change.example.com, not Ticket.example.com"
+        ),
         "{other}"
+    );
+    let elsewhere = of_group_kind("batch.example.org", "Job", "Pending", "Running");
+    let elsewhere = post(&tls, addr, PATH, &elsewhere).await;
+    assert!(
+        !allowed(&elsewhere) && elsewhere.contains("not Job.batch.example.org"),
+        "{elsewhere}"
     );
     task.abort();
 }
