@@ -5,7 +5,6 @@
 //! reports the missing permission by name, at a bounded request rate.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -18,7 +17,7 @@ use kube_fsm::admission::{
     Endpoint, FailurePolicy, Policy, ServingCertificate, Validator, Webhook, WebhookOptions,
     validating_webhook_configuration,
 };
-use kube_fsm::controller::{Connection, LeaderElection, Sharding};
+use kube_fsm::controller::{Connection, LeaderElection, Readiness, Sharding};
 use kube_fsm::deploy::{Rbac, Verb};
 use kube_fsm_examples::database::{self, Database, Handlers};
 use kube_fsm_examples::riskengine::{self, RiskEngine};
@@ -232,14 +231,77 @@ struct Ablated {
     per_second: f64,
 }
 
-/// Runs the Database operator (leader election) with the rule at `rule` removed, or, with
-/// `verb`, only that verb of it.
-async fn without_rule(admin: Client, rule: usize, verb: Option<Verb>) -> Ablated {
+/// What an ablation runs, with leader election: the Database machine alone, or both example
+/// machines in one Manager under the union of their roles (as `operator manifests` grants it).
+#[derive(Clone, Copy)]
+enum Subject {
+    Database,
+    Both,
+}
+
+impl Subject {
+    fn databases(client: &Client, ns: &str) -> Operator<Database, Handlers> {
+        database::operator(client.clone(), Handlers::new(), Some(ns))
+    }
+
+    fn engines(client: &Client, ns: &str) -> Operator<RiskEngine, riskengine::Handlers> {
+        riskengine::operator(client.clone(), riskengine::Handlers::new(ns.to_owned())).namespace(ns)
+    }
+
+    /// The role it needs (each machine's with the Lease's grant, merged).
+    fn rbac(self, client: &Client, ns: &str) -> Rbac {
+        let election = LeaderElection::new("operator", ns);
+        let mut rbac = Self::databases(client, ns)
+            .replicas(election.clone())
+            .rbac();
+        if let Subject::Both = self {
+            rbac.merge(&Self::engines(client, ns).replicas(election).rbac());
+        }
+        rbac
+    }
+
+    /// Starts it on `client`, and its readiness.
+    fn start(self, client: &Client, ns: &str) -> (Readiness, Running) {
+        let election = LeaderElection::new("operator", ns);
+        match self {
+            Subject::Database => {
+                let operator = Self::databases(client, ns).replicas(election);
+                (Readiness::from(operator.health()), Running::spawn(operator))
+            }
+            Subject::Both => {
+                let manager = kube_fsm::Manager::new(client.clone())
+                    .machine(Self::databases(client, ns))
+                    .machine(Self::engines(client, ns))
+                    .replicas(election);
+                (manager.readiness(), Running::manager(manager))
+            }
+        }
+    }
+
+    /// Gives it work: a Database, and with both machines a RiskEngine (and its allow-list).
+    async fn create(self, admin: &Client, ns: &str) {
+        Api::<Database>::namespaced(admin.clone(), ns)
+            .create(&PostParams::default(), &sample("db"))
+            .await
+            .expect("create");
+        if let Subject::Both = self {
+            riskengine::apply_allow_list(admin, ns, "2.0")
+                .await
+                .expect("the allow-list");
+            Api::<RiskEngine>::namespaced(admin.clone(), ns)
+                .create(&PostParams::default(), &riskengine::engine("risk", "2.0"))
+                .await
+                .expect("create");
+        }
+    }
+}
+
+/// Runs `subject` with the rule at `rule` of its role removed, or, with `verb`, only that
+/// verb of it.
+async fn without_rule(admin: Client, subject: Subject, rule: usize, verb: Option<Verb>) -> Ablated {
     let ns = cluster::namespace(&admin, "fsm-ablate").await;
     let (client, tally) = service_account::client(&admin, &ns, "operator").await;
-    let operator = database::operator(client.clone(), Handlers::new(), Some(&ns))
-        .replicas(LeaderElection::new("database-operator", &ns));
-    let full = operator.rbac();
+    let full = subject.rbac(&client, &ns);
     let missing = full.permissions()[rule].clone();
     let mut rbac = full.without(rule);
     let removed: Vec<Verb> = match verb {
@@ -263,21 +325,20 @@ async fn without_rule(admin: Client, rule: usize, verb: Option<Verb>) -> Ablated
     };
     let verbs: Vec<&str> = removed.iter().map(|v| v.as_str()).collect();
     let described = format!("{group} {} [{}]", missing.resource, verbs.join(", "));
-    let health = operator.health();
-    let running = granted(&admin, &client, &ns, &rbac, operator).await;
-    Api::<Database>::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &sample("db"))
-        .await
-        .expect("create");
+    service_account::grant(&admin, &rbac.objects(&ns, "operator", &ns), &client).await;
+    let (readiness, running) = subject.start(&client, &ns);
+    subject.create(&admin, &ns).await;
     let names = |reason: &str| {
         reason.contains(&missing.resource)
             && verb.is_none_or(|verb| reason.contains(&format!("cannot {}", verb.as_str())))
     };
     let reported = eventually(Duration::from_secs(30), || async {
-        match health.status() {
-            Connection::Refused { reason } if names(&reason) => Some(reason),
-            _ => None,
-        }
+        readiness
+            .parts()
+            .find_map(|(_, connection)| match connection {
+                Connection::Refused { reason } if names(&reason) => Some(reason),
+                _ => None,
+            })
     })
     .await;
     // The request rate once the refusal stands: retried at the reconnect cap, no hot loop.
@@ -292,27 +353,14 @@ async fn without_rule(admin: Client, rule: usize, verb: Option<Verb>) -> Ablated
     }
 }
 
-#[tokio::test]
-async fn every_generated_rule_is_needed_and_its_absence_is_reported_by_name() {
-    let Some(admin) = cluster::client("rbac_ablation").await else {
-        return;
-    };
-    cluster::install_crds(&admin).await;
-    let rbac = database::operator(admin.clone(), Handlers::new(), Some("x"))
-        .replicas(LeaderElection::new("database-operator", "x"))
-        .rbac();
-    let children = rbac
-        .permissions()
-        .iter()
-        .position(|p| p.resource == "configmaps")
-        .expect("the children's rule");
-    let admin = Arc::new(admin);
-    // Each rule, and the one verb a first look might think superfluous: `create` on the
-    // children (a server-side apply of a new object needs it).
-    let runs = (0..rbac.permissions().len())
+/// Runs `subject` once without each rule of its role (and `extra` verbs alone) and checks
+/// that every absence is reported by name, at a bounded request rate.
+async fn ablate(admin: Client, subject: Subject, extra: &[(usize, Verb)]) {
+    let rules = subject.rbac(&admin, "x").permissions().len();
+    let runs = (0..rules)
         .map(|rule| (rule, None))
-        .chain([(children, Some(Verb::Create))])
-        .map(|(rule, verb)| without_rule((*admin).clone(), rule, verb));
+        .chain(extra.iter().map(|&(rule, verb)| (rule, Some(verb))))
+        .map(|(rule, verb)| without_rule(admin.clone(), subject, rule, verb));
     let ablated = futures::future::join_all(runs).await;
     println!("rule removed → what the operator reports (requests per second after)");
     for a in &ablated {
@@ -336,6 +384,35 @@ async fn every_generated_rule_is_needed_and_its_absence_is_reported_by_name() {
             a.per_second
         );
     }
+}
+
+#[tokio::test]
+async fn every_generated_rule_is_needed_and_its_absence_is_reported_by_name() {
+    let Some(admin) = cluster::client("rbac_ablation").await else {
+        return;
+    };
+    cluster::install_crds(&admin).await;
+    let children = Subject::Database
+        .rbac(&admin, "x")
+        .permissions()
+        .iter()
+        .position(|p| p.resource == "configmaps")
+        .expect("the children's rule");
+    // Each rule, and the one verb a first look might think superfluous: `create` on the
+    // children (a server-side apply of a new object needs it).
+    ablate(admin, Subject::Database, &[(children, Verb::Create)]).await;
+}
+
+/// The union of both machines' roles, as the two-kind process is deployed: no rule of it is
+/// superfluous, and the Manager's readiness names the one missing.
+#[tokio::test]
+async fn every_rule_of_the_two_kind_role_is_needed_and_its_absence_is_reported_by_name() {
+    let Some(admin) = cluster::client("rbac_ablation_both").await else {
+        return;
+    };
+    cluster::install_crds(&admin).await;
+    cluster::install_crd(&admin, riskengine::crd()).await;
+    ablate(admin, Subject::Both, &[]).await;
 }
 
 /// Both example machines in one Manager, as `operator manifests` deploys them: one
