@@ -66,6 +66,9 @@ struct State {
     /// Bumped each time the connection comes back.
     restored: watch::Sender<u64>,
     metrics: Mutex<Option<Arc<MachineMetrics>>>,
+    /// Other machines' healths this one's watch reports also go to (a shared watch, see
+    /// [`Health::also_report_to`]).
+    followers: Mutex<Vec<Health>>,
 }
 
 /// A handle on the controller's connection state, for readiness probes (see
@@ -95,6 +98,7 @@ impl Default for Health {
             refusal_lasts: Mutex::new(Duration::from_secs(90)),
             restored: watch::channel(0).0,
             metrics: Mutex::new(None),
+            followers: Mutex::new(Vec::new()),
         }))
     }
 }
@@ -130,6 +134,9 @@ impl Health {
     /// 403): then the refusal is recorded for [`Health::status`] (logged the first time), and
     /// no outage; any other failure is a lost connection.
     pub(crate) fn watch_failed(&self, kind: &str, err: &watcher::Error) -> bool {
+        for follower in self.followers() {
+            follower.watch_failed(kind, err);
+        }
         let Some(status) = refusal(err) else {
             self.lost(err);
             return false;
@@ -218,6 +225,29 @@ impl Health {
             .unwrap_or_else(PoisonError::into_inner) = Some(metrics);
     }
 
+    /// What a watch reports here (failures, refusals, events) `other` gets too: a watch
+    /// shared by several machines reports to each machine's health, so that each one's
+    /// readiness says its children's watch is refused or down.
+    pub(crate) fn also_report_to(&self, other: &Health) {
+        let mut followers = self
+            .0
+            .followers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let known = |h: &Health| Arc::ptr_eq(&h.0, &other.0);
+        if !Arc::ptr_eq(&self.0, &other.0) && !followers.iter().any(known) {
+            followers.push(other.clone());
+        }
+    }
+
+    fn followers(&self) -> Vec<Health> {
+        self.0
+            .followers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     fn metrics(&self) -> Option<Arc<MachineMetrics>> {
         self.0
             .metrics
@@ -249,6 +279,9 @@ impl Health {
 
     /// The API server answered (a watch event, or a landed write).
     pub(crate) fn restored(&self) {
+        for follower in self.followers() {
+            follower.restored();
+        }
         let Some(outage) = self
             .0
             .outage

@@ -6,7 +6,7 @@
 //!
 //! The watch is polled by one task once every machine has subscribed ([`SharedWatches::start`]),
 //! and each of its objects is handed to every subscriber's controller as a trigger. Failures
-//! of the watch are reported to the health it was started with (the first subscriber's).
+//! and refusals of the watch are reported to every subscriber's health.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -35,6 +35,8 @@ struct Key {
 /// One shared watch of `R`: its cache, the watch (until started) and its subscribers.
 struct Watch<R: Watched> {
     cache: Arc<Cache<R>>,
+    /// The health the watch reports to (the first subscriber's; later ones follow it).
+    health: Health,
     events: Option<BoxStream<'static, Result<R, watcher::Error>>>,
     subscribers: Vec<mpsc::UnboundedSender<R>>,
 }
@@ -125,6 +127,7 @@ impl SharedWatches {
             );
             Box::new(Watch {
                 cache: own.clone(),
+                health: start.health.clone(),
                 events: Some(cached(events, own.clone()).boxed()),
                 subscribers: Vec::new(),
             })
@@ -135,6 +138,7 @@ impl SharedWatches {
         if !Arc::ptr_eq(&watch.cache, own) {
             own.indexes_into(&watch.cache);
         }
+        watch.health.also_report_to(start.health);
         let (sender, receiver) = mpsc::unbounded_channel();
         watch.subscribers.push(sender);
         Subscription {

@@ -332,13 +332,21 @@ async fn without_rule(admin: Client, subject: Subject, rule: usize, verb: Option
         reason.contains(&missing.resource)
             && verb.is_none_or(|verb| reason.contains(&format!("cannot {}", verb.as_str())))
     };
+    // Every machine that needs the permission names it: both machines own ConfigMaps, through
+    // one shared watch whose refusal each must report.
+    let needed_by = match subject {
+        Subject::Both if missing.resource == "configmaps" => 2,
+        _ => 1,
+    };
     let reported = eventually(Duration::from_secs(30), || async {
-        readiness
+        let reasons: Vec<String> = readiness
             .parts()
-            .find_map(|(_, connection)| match connection {
+            .filter_map(|(_, connection)| match connection {
                 Connection::Refused { reason } if names(&reason) => Some(reason),
                 _ => None,
             })
+            .collect();
+        (reasons.len() >= needed_by).then(|| reasons.join(" | "))
     })
     .await;
     // The request rate once the refusal stands: retried at the reconnect cap, no hot loop.
