@@ -1,5 +1,7 @@
-//! The chaos run: the Database machine driven by two operator replicas with leader election,
-//! against the real API server, under faults, with an independent observer.
+//! The chaos run: two kinds — `Database`, and `InlineDatabase` (the same machine under another
+//! kind, half as many objects) — driven by operator replicas that each run both machines in one
+//! `Manager` (one Lease or one shard set for both), against the real API server, under faults,
+//! with an independent observer of both kinds.
 //!
 //! ```text
 //! cargo run --release -p kube-fsm-benches --bin chaos -- [--objects 1000] [--namespaces 20]
@@ -32,8 +34,8 @@
 //! and the writers'). Its invariant: no move that is not an edge is admitted, whoever writes.
 //!
 //! Each replica sends its identity as its User-Agent; with the API server's audit log
-//! (`KUBE_FSM_AUDIT_LOG`, which `scripts/envtest env` sets) every write that landed on a
-//! Database is attributed to its replica, and a write landing while another replica stepped
+//! (`KUBE_FSM_AUDIT_LOG`, which `scripts/envtest env` sets) every write that landed on an
+//! object of either kind is attributed to its replica, and a write landing while another replica stepped
 //! the same object is a violation. Without the log that check is skipped, and the report
 //! says so.
 //!
@@ -49,13 +51,13 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use kube_fsm::admission::FailurePolicy;
 use kube_fsm::controller::{LeaderElection, Sharding};
-use kube_fsm::{Operator, Stopped};
+use kube_fsm::{Manager, Operator, StateMachine, Stopped};
 use kube_fsm_benches::chaos::checker::{Observer, declared};
 use kube_fsm_benches::chaos::faults::{FaultLayer, FaultPlan};
 use kube_fsm_benches::chaos::writers::{Expect, LABEL, WRITER, act, new_db, unconverged};
 use kube_fsm_benches::chaos::{ChaosHandler, audit};
 use kube_fsm_testkit::metrics::Recorded;
-use kube_fsm_testkit::resources::{Database, sample};
+use kube_fsm_testkit::resources::{Database, InlineDatabase, InlineDatabaseSpec, sample};
 use kube_fsm_testkit::{admission, cluster};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -154,16 +156,24 @@ fn spawn_replica(shared: &Shared, n: usize) -> Replica {
         .build();
     let selector = format!("{LABEL}={}", shared.run);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let operator = Operator::<Database, _>::new(client, shared.handler.in_replica(&identity))
+    let handler = shared.handler.in_replica(&identity);
+    let databases = Operator::<Database, _>::new(client.clone(), handler.clone())
         .watcher_config(watcher::Config::default().labels(&selector))
         .field_manager(OPERATOR)
-        .reporter(identity.clone())
-        .metrics(&shared.metrics)
+        .reporter(identity.clone());
+    let inline = Operator::<InlineDatabase, _>::new(client.clone(), handler)
+        .watcher_config(watcher::Config::default().labels(&selector))
+        .field_manager(OPERATOR)
+        .reporter(identity.clone());
+    let manager = Manager::new(client)
+        .machine(databases)
+        .machine(inline)
+        .record_into(&shared.metrics)
         .shutdown_on(async move {
             let _ = stopped.await;
         });
-    let operator = if shared.sharded {
-        operator.replicas(
+    let manager = if shared.sharded {
+        manager.replicas(
             Sharding::new(
                 "chaos",
                 shared.lease_ns.clone(),
@@ -175,7 +185,7 @@ fn spawn_replica(shared: &Shared, n: usize) -> Replica {
             .retry_period(Duration::from_secs(1)),
         )
     } else {
-        operator.replicas(
+        manager.replicas(
             LeaderElection::new(format!("chaos-{}", shared.run), shared.lease_ns.clone())
                 .identity(identity.clone())
                 .duration(Duration::from_secs(6))
@@ -185,7 +195,7 @@ fn spawn_replica(shared: &Shared, n: usize) -> Replica {
     };
     // Its log lines name it (RUST_LOG=kube_fsm=info shows who acquired and released what).
     let task = tokio::spawn(
-        operator
+        manager
             .run()
             .instrument(tracing::info_span!("replica", id = %identity)),
     );
@@ -204,26 +214,50 @@ fn envtest(command: &str) {
     }
 }
 
-/// The run's objects without the label of their shard of `shards` (as FNV-1a of their UID
-/// gives it).
+/// The run's objects (of both kinds) without the label of their shard of `shards` (as FNV-1a
+/// of their UID gives it).
 async fn unlabelled(client: &Client, run: &str, shards: u32) -> usize {
-    let api: Api<Database> = Api::all(client.clone());
-    let listed = api
-        .list(&kube::api::ListParams::default().labels(&format!("{LABEL}={run}")))
-        .await;
-    listed.map_or(usize::MAX, |list| {
-        list.items
-            .iter()
-            .filter(|db| {
-                let shard = kube_fsm::controller::shard_of(
-                    &db.metadata.uid.clone().unwrap_or_default(),
-                    shards,
-                );
-                db.metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL))
-                    != Some(&shard.to_string())
+    let selector = kube::api::ListParams::default().labels(&format!("{LABEL}={run}"));
+    let (databases, inline) = (
+        Api::<Database>::all(client.clone()),
+        Api::<InlineDatabase>::all(client.clone()),
+    );
+    let both = futures::future::join(
+        databases.list_metadata(&selector),
+        inline.list_metadata(&selector),
+    );
+    let (Ok(databases), Ok(inline)) = both.await else {
+        return usize::MAX;
+    };
+    let metadata = databases.items.iter().map(|o| &o.metadata);
+    metadata
+        .chain(inline.items.iter().map(|o| &o.metadata))
+        .filter(|metadata| {
+            let uid = metadata.uid.clone().unwrap_or_default();
+            let shard = kube_fsm::controller::shard_of(&uid, shards);
+            metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL)) != Some(&shard.to_string())
+        })
+        .count()
+}
+
+/// The run's InlineDatabases not Running (nobody but the operator writes them).
+async fn inline_unconverged(client: &Client, run: &str) -> Result<Vec<String>, kube::Error> {
+    let selector = kube::api::ListParams::default().labels(&format!("{LABEL}={run}"));
+    let listed = Api::<InlineDatabase>::all(client.clone())
+        .list(&selector)
+        .await?;
+    Ok(listed
+        .items
+        .iter()
+        .filter_map(|object| {
+            let phase = object.machine_status().and_then(|m| m.phase.as_ref());
+            let phase = phase.map(|p| p.as_str().to_owned());
+            (phase.as_deref() != Some("Running")).then(|| {
+                let name = object.metadata.name.as_deref().unwrap_or_default();
+                format!("InlineDatabase {name} is {phase:?}")
             })
-            .count()
-    })
+        })
+        .collect())
 }
 
 async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
@@ -260,6 +294,7 @@ async fn main() {
         .expect("a kubeconfig (scripts/envtest env)");
     let client = Client::try_from(config.clone()).expect("client");
     kube_fsm_testkit::cluster::install_crds(&client).await;
+    kube_fsm_testkit::cluster::install_crd(&client, kube_fsm::crd::<InlineDatabase>()).await;
     // The CRD as an older version of the operator installed it (no phase enum), so that objects
     // with a phase of an older spec can exist.
     kube_fsm_testkit::cluster::install_crd(
@@ -293,10 +328,18 @@ async fn main() {
     };
 
     let observer = Arc::new(Observer::default());
-    let watch = tokio::spawn(observer.clone().run(
-        Api::all(client.clone()),
-        watcher::Config::default().labels(&format!("{LABEL}={run}")),
-        OPERATOR.to_owned(),
+    let observed = watcher::Config::default().labels(&format!("{LABEL}={run}"));
+    let watch = tokio::spawn(futures::future::join(
+        observer.clone().run(
+            Api::<Database>::all(client.clone()),
+            observed.clone(),
+            OPERATOR.to_owned(),
+        ),
+        observer.clone().run(
+            Api::<InlineDatabase>::all(client.clone()),
+            observed,
+            OPERATOR.to_owned(),
+        ),
     ));
     let recorded = Recorded::default();
     let shared = Shared {
@@ -337,8 +380,24 @@ async fn main() {
             .filter(|ok| *ok)
             .count();
     }
+    // The second kind: half as many, written by nobody but the operator.
+    let inline_objects = options.objects / 2;
+    for i in (0..inline_objects).step_by(50) {
+        let batch = (i..(i + 50).min(inline_objects)).map(|i| {
+            let ns = namespaces[i % namespaces.len()].clone();
+            let api: Api<InlineDatabase> = Api::namespaced(client.clone(), &ns);
+            let mut object = InlineDatabase::new(&format!("inline-{i}"), InlineDatabaseSpec {});
+            object.metadata.labels = Some([(LABEL.to_owned(), run.clone())].into());
+            async move { api.create(&PostParams::default(), &object).await.is_ok() }
+        });
+        created += futures::future::join_all(batch)
+            .await
+            .into_iter()
+            .filter(|ok| *ok)
+            .count();
+    }
     eprintln!(
-        "chaos {run}: created {created} objects in {:?}",
+        "chaos {run}: created {created} objects of two kinds in {:?}",
         started.elapsed()
     );
 
@@ -514,7 +573,18 @@ async fn main() {
     let mut left = Vec::new();
     let mut converged = None;
     while faults_stopped.elapsed() < options.converge_limit {
-        match unconverged(&client, &run, &expect).await {
+        let both = futures::future::join(
+            unconverged(&client, &run, &expect),
+            inline_unconverged(&client, &run),
+        );
+        let now = match both.await {
+            (Ok(mut databases), Ok(inline)) => Ok({
+                databases.extend(inline);
+                databases
+            }),
+            (Err(err), _) | (_, Err(err)) => Err(err),
+        };
+        match now {
             Ok(now) if now.is_empty() => {
                 converged = Some(faults_stopped.elapsed());
                 break;
@@ -672,10 +742,12 @@ async fn main() {
         options.faults,
         if options.sharded {
             format!(
-                "3 replicas sharing {SHARDS} shards, then {RESHARDED} (replicas replaced one by one: {resharded}), 1.5 s handler steps; replicas left gracefully {leaves}"
+                "Databases and InlineDatabases ({inline_objects} of those) in one Manager per replica; 3 replicas sharing {SHARDS} shards, then {RESHARDED} (replicas replaced one by one: {resharded}), 1.5 s handler steps; replicas left gracefully {leaves}"
             )
         } else {
-            "2 replicas with leader election".to_owned()
+            format!(
+                "Databases and InlineDatabases ({inline_objects} of those) in one Manager per replica; 2 replicas with leader election"
+            )
         }
     );
     if options.webhook {
@@ -685,7 +757,7 @@ async fn main() {
     }
     match &audited {
         Some((_, writes)) => println!(
-            "audit log: {} writes to the run's Databases accepted from {} replicas",
+            "audit log: {} writes to the run's objects accepted from {} replicas",
             writes.len(),
             audit::writers(writes)
         ),

@@ -1,6 +1,6 @@
 //! The API server's own record of the run's writes: `scripts/envtest` keeps an audit log
 //! (one JSON line per create, update, patch or delete). Each replica sends its identity as
-//! its User-Agent, so every write that landed on a Database is attributed to the replica that
+//! its User-Agent, so every write that landed on an object of the run (either kind) is attributed to the replica that
 //! sent it, whatever the replicas themselves believe, and held against the other replicas'
 //! handler steps: a write landing while another replica steps the same object is two
 //! replicas handling it at once — but for the shard labeller's write of the label the object
@@ -20,7 +20,7 @@ pub const AGENT: &str = "kube-fsm-chaos/";
 /// The label the chaos run's shards are kept in (`Sharding::new("chaos", …)`).
 pub const SHARD_LABEL: &str = "shard.kube-fsm.io/chaos";
 
-/// One write to a Database (or its status) that the API server accepted.
+/// One write to an object of the run (or its status) that the API server accepted.
 #[derive(Clone, Debug)]
 pub struct Write {
     /// `namespace/name`.
@@ -37,7 +37,7 @@ pub struct Write {
     pub label: Option<String>,
 }
 
-/// The replicas' accepted writes to Databases in `namespaces`, from the audit log at `path`.
+/// The replicas' accepted writes to the run's objects in `namespaces`, from the audit log at `path`.
 ///
 /// # Errors
 /// When the log cannot be read, or a replica's line of it is not an audit event (a check that
@@ -63,7 +63,7 @@ pub fn writes(path: &str, namespaces: &HashSet<String>) -> std::io::Result<Vec<W
     Ok(writes)
 }
 
-/// The replica's write an audit event records, if it is one that landed on a Database of the
+/// The replica's write an audit event records, if it is one that landed on an object of the
 /// run.
 fn accepted(event: &Value, namespaces: &HashSet<String>) -> Option<Write> {
     let text = |v: &Value| v.as_str().map(str::to_owned);
@@ -74,7 +74,7 @@ fn accepted(event: &Value, namespaces: &HashSet<String>) -> Option<Write> {
         .as_u64()
         .is_some_and(|code| code < 300);
     if event["stage"] != "ResponseComplete"
-        || object["resource"] != "databases"
+        || !["databases", "inlinedatabases"].contains(&object["resource"].as_str().unwrap_or(""))
         || !namespaces.contains(namespace)
         || !landed
     {

@@ -11,8 +11,10 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kube_fsm::Phase;
+use kube_fsm::StateMachine;
 use kube_fsm::machine::PhaseValue;
-use kube_fsm_testkit::resources::{Database, DatabasePhase};
+use kube_fsm_testkit::resources::DatabasePhase;
+use serde::de::DeserializeOwned;
 
 /// The counts the run reports.
 #[derive(Debug, Default, Clone)]
@@ -48,20 +50,21 @@ pub struct Observer {
 }
 
 /// The manager owning `status.phase` in this version.
-fn phase_writer(db: &Database) -> Option<String> {
-    db.managed_fields().iter().find_map(|entry| {
+fn phase_writer(object: &impl Resource) -> Option<String> {
+    object.managed_fields().iter().find_map(|entry| {
         let fields = &entry.fields_v1.as_ref()?.0;
         fields.get("f:status")?.get("f:phase")?;
         entry.manager.clone()
     })
 }
 
-fn legal(from: Option<&str>, to: &str) -> bool {
-    let to = PhaseValue::<DatabasePhase>::parse(to);
+/// Whether `from` → `to` is a move `K`'s machine allows.
+fn legal<K: StateMachine>(from: Option<&str>, to: &str) -> bool {
+    let to = PhaseValue::<K::Phase>::parse(to);
     let PhaseValue::Known(to) = to else {
         return false;
     };
-    let from = from.map(PhaseValue::<DatabasePhase>::parse);
+    let from = from.map(PhaseValue::<K::Phase>::parse);
     kube_fsm::testing::is_legal(from.as_ref(), to)
 }
 
@@ -88,12 +91,11 @@ impl Observer {
         }
     }
 
-    fn observe(&self, db: &Database, operator: &str, deleted: bool) {
+    fn observe<K: StateMachine + Resource>(&self, db: &K, operator: &str, deleted: bool) {
         let uid = db.uid().unwrap_or_default();
         let phase = db
-            .status
-            .as_ref()
-            .and_then(|s| s.machine.phase.as_ref())
+            .machine_status()
+            .and_then(|s| s.phase.as_ref())
             .map(|p| p.as_str().to_owned());
         let has_finalizer = !db.finalizers().is_empty();
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
@@ -126,7 +128,7 @@ impl Observer {
             let from = prev.phase.clone();
             if phase_writer(db).as_deref() == Some(operator) {
                 findings.operator_moves += 1;
-                if !legal(from.as_deref(), to) {
+                if !legal::<K>(from.as_deref(), to) {
                     findings.illegal_operator_moves += 1;
                     Self::violation(
                         &mut findings,
@@ -135,7 +137,7 @@ impl Observer {
                 }
             } else {
                 findings.other_moves += 1;
-                if !legal(from.as_deref(), to) {
+                if !legal::<K>(from.as_deref(), to) {
                     findings.illegal_other_moves += 1;
                 }
             }
@@ -154,12 +156,10 @@ impl Observer {
     }
 
     /// Watches `api` until the task is dropped, judging every version it sees.
-    pub async fn run(
-        self: Arc<Self>,
-        api: Api<Database>,
-        config: watcher::Config,
-        operator: String,
-    ) {
+    pub async fn run<K>(self: Arc<Self>, api: Api<K>, config: watcher::Config, operator: String)
+    where
+        K: StateMachine + Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
         let mut events = std::pin::pin!(watcher(api, config));
         while let Some(event) = events.next().await {
             match event {

@@ -15,13 +15,11 @@ use std::time::SystemTime;
 use kube::ResourceExt;
 use kube_fsm::handler::ConditionError;
 use kube_fsm::{Cleanup, Next, Step};
-use kube_fsm_testkit::handlers::Databases;
 use kube_fsm_testkit::resources::*;
 
 use checker::Observer;
 
-/// The run's handlers: the plain ones ([`Databases`]), except that Degraded reports both
-/// conditions True like Provisioning (so the rules lead back to Running); `cleanup` is recorded.
+/// The run's handlers (see `chaos_handler!`), for both kinds of the run.
 /// Counts handler runs per object; each step may take a while (`delay`), and the steps under
 /// way are kept per object with their replica, so that two replicas handling one object at
 /// once are seen.
@@ -116,7 +114,7 @@ impl ChaosHandler {
         }
     }
 
-    async fn ran(&self, db: &Database) -> Stepping {
+    async fn ran(&self, db: &impl kube::Resource) -> Stepping {
         self.total.fetch_add(1, Ordering::Relaxed);
         let uid = db.uid().unwrap_or_default();
         *self
@@ -149,53 +147,75 @@ impl ChaosHandler {
     }
 }
 
-impl DatabaseHandler for ChaosHandler {
-    type Error = ConditionError;
+/// The run's handlers for a kind of the Database machine (`Database`, and `InlineDatabase`,
+/// the same machine under another kind, run beside it by each replica's Manager): Pending
+/// accepts, Provisioning and Degraded report both conditions True (so the rules lead to
+/// Running), Running stays; `cleanup` is recorded.
+macro_rules! chaos_handler {
+    ($handler:ident for $kind:ident: $event:ident, $condition:ident,
+     $pending:ident, $provisioning:ident, $running:ident, $degraded:ident) => {
+        impl $handler for ChaosHandler {
+            type Error = ConditionError;
 
-    async fn on_pending(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabasePendingNext, ConditionError> {
-        let _stepping = self.ran(db).await;
-        Databases.on_pending(db, step).await
-    }
+            async fn on_pending(
+                &self,
+                object: &$kind,
+                _: &mut Step<$kind>,
+            ) -> Result<$pending, ConditionError> {
+                let _stepping = self.ran(object).await;
+                Ok($event::Accept.into())
+            }
 
-    async fn on_provisioning(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseProvisioningNext, ConditionError> {
-        let _stepping = self.ran(db).await;
-        Databases.on_provisioning(db, step).await
-    }
+            async fn on_provisioning(
+                &self,
+                object: &$kind,
+                step: &mut Step<$kind>,
+            ) -> Result<$provisioning, ConditionError> {
+                let _stepping = self.ran(object).await;
+                both_conditions_true!(step, $condition);
+                Ok(Next::Stay)
+            }
 
-    async fn on_running(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseRunningNext, ConditionError> {
-        let _stepping = self.ran(db).await;
-        Databases.on_running(db, step).await
-    }
+            async fn on_running(
+                &self,
+                object: &$kind,
+                _: &mut Step<$kind>,
+            ) -> Result<$running, ConditionError> {
+                let _stepping = self.ran(object).await;
+                Ok(Next::Stay)
+            }
 
-    async fn on_degraded(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseDegradedNext, ConditionError> {
-        let _stepping = self.ran(db).await;
-        // Unlike the plain handlers, report both conditions True, so `when` leads back to Running.
-        Databases.on_provisioning(db, step).await?;
-        Ok(Next::Stay)
-    }
+            async fn on_degraded(
+                &self,
+                object: &$kind,
+                step: &mut Step<$kind>,
+            ) -> Result<$degraded, ConditionError> {
+                let _stepping = self.ran(object).await;
+                both_conditions_true!(step, $condition);
+                Ok(Next::Stay)
+            }
 
-    async fn cleanup(
-        &self,
-        db: &Database,
-        context: &kube_fsm::Context,
-    ) -> Result<Cleanup, ConditionError> {
-        self.observer.cleaned(&db.uid().unwrap_or_default());
-        Databases.cleanup(db, context).await
-    }
+            async fn cleanup(
+                &self,
+                object: &$kind,
+                _: &kube_fsm::Context,
+            ) -> Result<Cleanup, ConditionError> {
+                self.observer.cleaned(&object.uid().unwrap_or_default());
+                Ok(Cleanup::Done)
+            }
+        }
+    };
 }
+
+macro_rules! both_conditions_true {
+    ($step:ident, $condition:ident) => {
+        $step.set_condition($condition::PodsReady, true, "Up", "")?;
+        $step.set_condition($condition::ServiceAvailable, true, "Answers", "")?;
+    };
+}
+
+chaos_handler!(DatabaseHandler for Database: DatabasePendingEvent, DatabaseCondition,
+    DatabasePendingNext, DatabaseProvisioningNext, DatabaseRunningNext, DatabaseDegradedNext);
+chaos_handler!(InlineDatabaseHandler for InlineDatabase: InlineDatabasePendingEvent,
+    InlineDatabaseCondition, InlineDatabasePendingNext, InlineDatabaseProvisioningNext,
+    InlineDatabaseRunningNext, InlineDatabaseDegradedNext);

@@ -129,6 +129,18 @@ impl Manager {
         self
     }
 
+    /// Every machine records into `metrics` (e.g. registered in a registry of your own, or
+    /// shared by the Managers of a test) instead of the Manager's own; the machines added
+    /// before too.
+    #[must_use]
+    pub fn record_into(mut self, metrics: &Metrics) -> Self {
+        self.metrics = metrics.clone();
+        for machine in &mut self.machines {
+            machine.record_into(&self.metrics);
+        }
+        self
+    }
+
     /// The metrics every machine records into (register them in a registry once).
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
