@@ -90,8 +90,9 @@ pub struct RunArgs {
     #[arg(long, env = "KUBE_FSM_WEBHOOK_TLS", num_args = 2, value_names = ["CERT", "KEY"], value_delimiter = ',', requires = "webhook_addr")]
     pub webhook_tls: Option<Vec<PathBuf>>,
     /// Register the webhook with the API server at start (and remove it at exit), for it to
-    /// call `bound` (the bound address: an API server on this machine) or this https URL.
-    /// Deployed operators are registered by their manifests instead.
+    /// call `bound` (the bound address: an API server on this machine) or this https URL; the
+    /// installed CRDs of the kinds it converts send their conversions to it (and keep doing so
+    /// at exit). Deployed operators are registered by their manifests instead.
     #[arg(long, env = "KUBE_FSM_WEBHOOK_REGISTER", value_name = "bound|URL", value_parser = register, requires = "webhook_addr")]
     pub webhook_register: Option<Register>,
     /// Register the webhook for the namespaces with this label only.

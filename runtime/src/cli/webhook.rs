@@ -1,13 +1,15 @@
 //! `run --webhook-addr`: one admission webhook (and conversion endpoint) for every kind of the
 //! App, each kind's reviews judged by its own machine under its policy; with
 //! `--webhook-register`, registered with the API server at start and removed at exit (a
-//! development CA signs the certificate when no files are given).
+//! development CA signs the certificate when no files are given), and the conversions of the
+//! kinds it converts sent to it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
@@ -17,7 +19,7 @@ use super::args::{Register, RunArgs, registration};
 use super::{App, CliError};
 use crate::admission::{
     Endpoint, Policy, ServingCertificate, Webhook, WebhookHealth, WebhookMetrics, WebhookOptions,
-    validating_webhook_configuration_of,
+    conversion_webhook, validating_webhook_configuration_of,
 };
 
 /// A webhook being served.
@@ -106,6 +108,13 @@ pub(super) async fn start(
                 args.webhook_namespace_label.as_ref(),
             );
             let crds: Vec<_> = app.machines.iter().map(|m| m.crd()).collect();
+            // The kinds the webhook converts send their conversions here too.
+            let converted = app.machines.iter().zip(&crds);
+            for (_, crd) in
+                converted.filter(|(m, crd)| m.converter().is_some() && crd.spec.versions.len() > 1)
+            {
+                convert_here(client, &app.name, crd, &options).await?;
+            }
             let kinds: Vec<_> = crds.iter().zip(&policies).collect();
             let registration = validating_webhook_configuration_of(
                 &kinds,
@@ -135,6 +144,34 @@ async fn register(
         .map_err(|err| CliError::Cluster(format!("cannot register the webhook {name}: {err}")))?;
     tracing::info!(registration = %name, "registered the admission webhook");
     Ok(name)
+}
+
+/// Points the installed CRD's conversions at this webhook (a merge patch of
+/// `spec.conversion`; the rest of the CRD is left as installed). They stay so at exit: objects
+/// stored in another version could not be read without them.
+async fn convert_here(
+    client: &Client,
+    manager: &str,
+    crd: &CustomResourceDefinition,
+    options: &WebhookOptions,
+) -> Result<(), CliError> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    let converting = conversion_webhook(crd.clone(), options);
+    let patch = serde_json::json!({ "spec": { "conversion": converting.spec.conversion } });
+    let params = PatchParams {
+        field_manager: Some(manager.to_owned()),
+        ..PatchParams::default()
+    };
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .patch(&name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|err| {
+            CliError::Cluster(format!(
+                "cannot send the conversions of {name} to the webhook (install the CRD first, with `{manager} crd`): {err}"
+            ))
+        })?;
+    tracing::info!(crd = %name, "the CRD's conversions go to this webhook");
+    Ok(())
 }
 
 /// Removes the registration `run` made (a failure is logged: the process is stopping).

@@ -300,3 +300,87 @@ async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
         .expect("unregister");
     served.abort();
 }
+
+/// `run --webhook-register bound` of an App whose machine has two versions (`tickets-operator`,
+/// `tests/src/bin`): the installed CRD, which converts nothing, sends its conversions to the
+/// process's webhook from then on, so a Ticket written as `v1alpha1` is stored as `v1` and
+/// converges; at exit (SIGTERM) the admission registration is removed.
+#[tokio::test]
+async fn run_with_webhook_register_sends_a_versioned_kinds_conversions_to_its_webhook() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube_fsm_testkit::admission;
+    use kube_fsm_testkit::tickets::{self, v1, v1alpha1};
+    let _one_at_a_time = crate::versions::TICKETS.lock().await;
+    let Some(client) = cluster::client("manager::run_registers_conversions").await else {
+        return;
+    };
+    // Registered for this namespace alone (a registration a failed run leaves behind
+    // reaches nothing else).
+    let ns = admission::namespace(&client, "fsm-app-conversions", &[]).await;
+    let scope = format!("{}={ns}", admission::SCOPE_LABEL);
+    // As `tickets-operator crd | kubectl apply -f -` installs it: no conversion webhook.
+    cluster::install_crd(&client, tickets::crd()).await;
+    let port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .to_string()
+    };
+    let (webhook, metrics) = (port(), port());
+    let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_tickets-operator"))
+        .args(["run", "--namespace", &ns, "--metrics-addr", &metrics])
+        .args(["--webhook-addr", &webhook, "--webhook-register", "bound"])
+        .args(["--webhook-namespace-label", &scope])
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("tickets-operator starts");
+    let registrations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let registered = cluster::eventually(Duration::from_secs(30), || async {
+        registrations
+            .get_opt("tickets.fsm.example.com")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    assert!(registered.is_some(), "run registers the webhook");
+    let old: Api<v1alpha1::Ticket> = Api::namespaced(client.clone(), &ns);
+    let new: Api<v1::Ticket> = Api::namespaced(client.clone(), &ns);
+    let spec = v1alpha1::TicketSpec {
+        title: "converted by the App".into(),
+        assignee: Some("ana".into()),
+    };
+    old.create(
+        &PostParams::default(),
+        &v1alpha1::Ticket::new("t", spec.clone()),
+    )
+    .await
+    .expect("a v1alpha1 Ticket");
+    // Stored as v1 through the webhook: its fields renamed, not dropped.
+    assert_eq!(
+        new.get("t").await.expect("read as v1").spec,
+        v1::TicketSpec::from(spec.clone())
+    );
+    assert_eq!(old.get("t").await.expect("read as v1alpha1").spec, spec);
+    wait_phase(&new, "t", "Closed").await;
+    let pid = process.id().expect("running").to_string();
+    let terminated = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(terminated.success());
+    let exited = tokio::time::timeout(Duration::from_secs(30), process.wait()).await;
+    assert!(
+        exited.is_ok_and(|status| status.is_ok_and(|s| s.success())),
+        "it exits 0 on SIGTERM"
+    );
+    assert!(
+        registrations
+            .get_opt("tickets.fsm.example.com")
+            .await
+            .expect("get")
+            .is_none(),
+        "the registration is removed at exit"
+    );
+}

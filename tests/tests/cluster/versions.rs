@@ -15,36 +15,11 @@ use kube::Api;
 use kube::api::{
     ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
-use kube_fsm::Step;
 use kube_fsm_testkit::admission::{self, PROBE};
 use kube_fsm_testkit::cluster::{self, wait_phase};
 use kube_fsm_testkit::operator::{self, Running};
 use kube_fsm_testkit::tickets::{self, v1, v1alpha1};
 use serde_json::json;
-
-/// Starts every ticket, then closes it.
-#[derive(Clone, Copy, Debug)]
-struct Desk;
-
-impl v1::TicketHandler for Desk {
-    type Error = std::convert::Infallible;
-
-    async fn on_open(
-        &self,
-        _: &v1::Ticket,
-        _: &mut Step<v1::Ticket>,
-    ) -> Result<v1::TicketOpenNext, Self::Error> {
-        Ok(v1::TicketOpenEvent::Start.into())
-    }
-
-    async fn on_working(
-        &self,
-        _: &v1::Ticket,
-        _: &mut Step<v1::Ticket>,
-    ) -> Result<v1::TicketWorkingNext, Self::Error> {
-        Ok(v1::TicketWorkingEvent::Close.into())
-    }
-}
 
 /// A generated `v1alpha1` spec: a title of awkward characters, an assignee or none.
 fn generated(rng: &mut fastrand::Rng) -> v1alpha1::TicketSpec {
@@ -133,7 +108,11 @@ async fn objects_of_either_version_read_back_unchanged_in_both_and_converge() {
         );
     }
 
-    let running = Running::spawn(operator::in_namespace::<v1::Ticket, _>(&client, &ns, Desk));
+    let running = Running::spawn(operator::in_namespace::<v1::Ticket, _>(
+        &client,
+        &ns,
+        tickets::Desk,
+    ));
     for (name, _) in &written {
         wait_phase(&new, name, "Closed").await;
     }
