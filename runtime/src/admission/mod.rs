@@ -48,6 +48,7 @@ pub use review::Validator;
 pub use rules::{
     Move, NOT_SUPPORTED, PHASE_FIELD, Violation, check, classify, is_manual, no_such_transition,
 };
+pub(crate) use server::acceptor;
 pub use server::{Limits, ServeError, Webhook, WebhookHealth, WebhookMetrics};
 pub use tls::{ServingCertificate, TlsError};
 

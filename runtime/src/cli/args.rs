@@ -79,8 +79,14 @@ pub struct RunArgs {
     pub metrics_addr: SocketAddr,
     /// Serve /metrics and /machine only to subjects the API server authenticates (TokenReview)
     /// and authorizes to get the path (SubjectAccessReview); /healthz and /readyz stay open.
+    /// Implies HTTPS (scrapers' tokens never travel in clear text).
     #[arg(long, env = "KUBE_FSM_METRICS_AUTH")]
     pub metrics_auth: bool,
+    /// Serve the endpoint over HTTPS with this certificate and key (PEM files, re-read every
+    /// minute). With `--metrics-auth` and without them, a self-signed certificate is made at
+    /// start.
+    #[arg(long, env = "KUBE_FSM_METRICS_TLS", num_args = 2, value_names = ["CERT", "KEY"], value_delimiter = ',')]
+    pub metrics_tls: Option<Vec<PathBuf>>,
     /// Serve the admission webhook (and the conversions) of every kind here, over HTTPS.
     #[arg(long, env = "KUBE_FSM_WEBHOOK_ADDR", value_name = "ADDR")]
     pub webhook_addr: Option<SocketAddr>,
@@ -128,6 +134,7 @@ impl Default for RunArgs {
             lease_duration: 15,
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
             metrics_auth: false,
+            metrics_tls: None,
             webhook_addr: None,
             webhook_tls: None,
             webhook_register: None,
@@ -207,6 +214,10 @@ impl RunArgs {
         );
         if self.metrics_auth {
             flag(&mut args, "metrics-auth", None);
+        }
+        if let Some(files) = &self.metrics_tls {
+            flag(&mut args, "metrics-tls", None);
+            args.extend(files.iter().map(|f| f.display().to_string()));
         }
         if let Some(addr) = self.webhook_addr {
             flag(&mut args, "webhook-addr", Some(addr.to_string()));
@@ -416,6 +427,10 @@ mod tests {
             lease_duration: 20,
             metrics_addr: "0.0.0.0:9090".parse().unwrap(),
             metrics_auth: true,
+            metrics_tls: Some(vec![
+                "/metrics-tls/tls.crt".into(),
+                "/metrics-tls/tls.key".into(),
+            ]),
             webhook_addr: Some("0.0.0.0:9443".parse().unwrap()),
             webhook_tls: Some(vec!["/tls/tls.crt".into(), "/tls/tls.key".into()]),
             webhook_register: Some(Register::At("https://10.0.0.1:9443".into())),

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use super::args::RunArgs;
 use super::{App, CliError, logging, webhook};
+use crate::admission::ServingCertificate;
 use crate::manager::Manager;
 use crate::operator::{Replicas, Stopped};
 use crate::serve::Endpoints;
@@ -39,6 +40,14 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
     if args.metrics_auth {
         endpoints = endpoints.authorize(client.clone());
     }
+    let scheme = if args.metrics_auth || args.metrics_tls.is_some() {
+        endpoints = endpoints
+            .tls(metrics_certificate(args)?)
+            .map_err(|err| CliError::Invalid(format!("the metrics certificate: {err}")))?;
+        "https"
+    } else {
+        "http"
+    };
     let webhook = match args.webhook_addr {
         Some(addr) => Some(webhook::start(app, args, addr, &client, endpoints.registry()).await?),
         None => None,
@@ -53,8 +62,8 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
     let kinds: Vec<String> = app.machines.iter().map(|m| m.kind()).collect();
     tracing::info!(
         kinds = %kinds.join(", "),
-        metrics = %format!("http://{addr}/metrics"),
-        machine = %format!("http://{addr}/machine"),
+        metrics = %format!("{scheme}://{addr}/metrics"),
+        machine = %format!("{scheme}://{addr}/machine"),
         "starting the {} operator", app.name
     );
     let stopped = manager.run().await;
@@ -66,4 +75,24 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The endpoint's certificate: `--metrics-tls` files, or one signed for itself (scrapers then
+/// skip verification, as the generated ServiceMonitor does, or pin it).
+fn metrics_certificate(args: &RunArgs) -> Result<ServingCertificate, CliError> {
+    let certificate = match args.metrics_tls.as_deref() {
+        Some([cert, key]) => ServingCertificate::from_files(cert, key),
+        Some(_) => {
+            return Err(CliError::Invalid(
+                "--metrics-tls takes two files: CERT KEY".to_owned(),
+            ));
+        }
+        None => {
+            let ip = args.metrics_addr.ip();
+            let ip = (!ip.is_unspecified()).then(|| ip.to_string());
+            let hosts: Vec<&str> = std::iter::once("localhost").chain(ip.as_deref()).collect();
+            ServingCertificate::self_signed(&hosts)
+        }
+    };
+    certificate.map_err(|err| CliError::Invalid(format!("the metrics certificate: {err}")))
 }

@@ -24,9 +24,11 @@ pub(crate) fn service_account(deploy: &Deploy) -> Value {
 }
 
 pub(crate) fn deployment(deploy: &Deploy) -> Value {
+    // With the metrics authorized, the endpoint serves HTTPS (`run --metrics-auth`).
+    let scheme = if deploy.metrics_auth { "HTTPS" } else { "HTTP" };
     let probe = |path: &str| {
         json!({
-            "httpGet": { "path": path, "port": "metrics" },
+            "httpGet": { "path": path, "port": "metrics", "scheme": scheme },
             "periodSeconds": 10,
             "failureThreshold": 3,
         })
@@ -136,8 +138,11 @@ pub(crate) fn metrics_reader(deploy: &Deploy) -> Value {
     })
 }
 
-/// prometheus-operator's ServiceMonitor of the metrics Service, scraping with its own
-/// ServiceAccount's token.
+/// prometheus-operator's ServiceMonitor of the metrics Service, scraping over HTTPS with its
+/// own ServiceAccount's token. The operator's certificate is signed by itself (`run
+/// --metrics-auth` without `--metrics-tls`), so the scraper does not verify it, as
+/// kubebuilder's scaffold does; give `--metrics-tls` a certificate and the scraper its CA to
+/// verify it instead.
 pub(crate) fn service_monitor(deploy: &Deploy) -> Value {
     json!({
         "apiVersion": "monitoring.coreos.com/v1",
@@ -148,6 +153,8 @@ pub(crate) fn service_monitor(deploy: &Deploy) -> Value {
             "endpoints": [{
                 "port": "metrics",
                 "path": "/metrics",
+                "scheme": "https",
+                "tlsConfig": { "insecureSkipVerify": true },
                 "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
             }],
         },
@@ -218,6 +225,13 @@ mod tests {
         );
         let monitor = file("service-monitor.yaml");
         assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+        assert_eq!(monitor["spec"]["endpoints"][0]["scheme"], "https");
+        let deployment = file("deployment.yaml");
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["readinessProbe"]["httpGet"]["scheme"], "HTTPS");
+        let plain = open.iter().find(|(f, _)| f == "deployment.yaml").unwrap();
+        let container = &plain.1["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["livenessProbe"]["httpGet"]["scheme"], "HTTP");
         let role = file("cluster-role.yaml").to_string();
         for granted in ["tokenreviews", "subjectaccessreviews"] {
             assert!(role.contains(granted), "{role}");

@@ -11,7 +11,9 @@
 //!
 //! Served on hyper's HTTP/1 connection API, as the admission webhook is: four fixed paths need
 //! no router, and the webhook's hardening (header-read timeouts, connection caps) is written
-//! against that API.
+//! against that API. With [`Endpoints::tls`] (feature `admission`, which has the certificate
+//! handling) it serves HTTPS, as controller-runtime's secure metrics serving does: scrapers'
+//! bearer tokens then never cross the network in clear text.
 
 mod authorize;
 mod page;
@@ -30,7 +32,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 #[cfg(feature = "admission")]
-use crate::admission::WebhookHealth;
+use crate::admission::{ServeError, ServingCertificate, WebhookHealth};
 use crate::manager::{Manager, Readiness};
 use crate::model::description::Description;
 use crate::model::state_machine::StateMachine;
@@ -49,7 +51,33 @@ pub struct Endpoints {
     machines: Vec<(Description, Metrics)>,
     /// Who may read `/metrics` and `/machine` (anyone: `None`).
     authorizer: Option<Authorizer>,
+    /// HTTPS with this certificate (plain HTTP: `None`).
+    #[cfg(feature = "admission")]
+    tls: Option<Tls>,
 }
+
+/// The endpoint's TLS: the acceptor, and the certificate it re-reads.
+#[cfg(feature = "admission")]
+struct Tls {
+    acceptor: tokio_rustls::TlsAcceptor,
+    certificate: ServingCertificate,
+}
+
+#[cfg(feature = "admission")]
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("certificate", &self.certificate)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a client has to finish its TLS handshake.
+#[cfg(feature = "admission")]
+const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often a certificate read from files is read again (cert-manager renews it in place).
+#[cfg(feature = "admission")]
+const RELOAD: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Endpoints {
     /// `/metrics` from `registry`, `/readyz` from `readiness` (a [`Manager`]'s, or one
@@ -63,6 +91,8 @@ impl Endpoints {
             webhook: None,
             machines: Vec::new(),
             authorizer: None,
+            #[cfg(feature = "admission")]
+            tls: None,
         }
     }
 
@@ -120,6 +150,22 @@ impl Endpoints {
         self
     }
 
+    /// Serves HTTPS with `certificate` (re-read every minute when it comes from files), the
+    /// probes included (the kubelet's HTTPS probes do not verify it).
+    ///
+    /// # Errors
+    ///
+    /// The certificate cannot serve TLS.
+    #[cfg(feature = "admission")]
+    pub fn tls(mut self, certificate: ServingCertificate) -> Result<Self, ServeError> {
+        let acceptor = crate::admission::acceptor(&certificate, None)?;
+        self.tls = Some(Tls {
+            acceptor,
+            certificate,
+        });
+        Ok(self)
+    }
+
     /// Binds `addr` and serves until the task is dropped; returns the bound address (port 0
     /// picks a free port).
     ///
@@ -134,23 +180,51 @@ impl Endpoints {
         let bound = listener.local_addr()?;
         let served = Arc::new(self);
         let task = tokio::spawn(async move {
+            #[cfg(feature = "admission")]
+            let mut reload = tokio::time::interval(RELOAD);
             loop {
-                let Ok((stream, _)) = listener.accept().await else {
+                #[cfg(feature = "admission")]
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    _ = reload.tick() => {
+                        served.reload();
+                        continue;
+                    }
+                };
+                #[cfg(not(feature = "admission"))]
+                let accepted = listener.accept().await;
+                let Ok((stream, _)) = accepted else {
                     continue;
                 };
                 let served = served.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |request| respond(request, served.clone()));
-                    if let Err(err) = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                    {
-                        tracing::debug!(%err, "metrics connection");
+                    #[cfg(feature = "admission")]
+                    if let Some(tls) = &served.tls {
+                        match tokio::time::timeout(HANDSHAKE, tls.acceptor.accept(stream)).await {
+                            Ok(Ok(stream)) => connection(stream, served.clone()).await,
+                            Ok(Err(err)) => tracing::debug!(%err, "metrics TLS handshake"),
+                            Err(_) => tracing::debug!("metrics TLS handshake timed out"),
+                        }
+                        return;
                     }
+                    connection(stream, served).await;
                 });
             }
         });
         Ok((bound, task))
+    }
+
+    /// Re-reads the certificate when it comes from files.
+    #[cfg(feature = "admission")]
+    fn reload(&self) {
+        let Some(tls) = &self.tls else { return };
+        match tls.certificate.reload() {
+            Ok(true) => tracing::info!("metrics certificate reloaded"),
+            Ok(false) => {}
+            Err(err) => {
+                tracing::warn!(%err, "cannot reload the metrics certificate; serving the old one");
+            }
+        }
     }
 
     fn live(&self) -> Result<(), String> {
@@ -168,6 +242,20 @@ impl Endpoints {
             return webhook.ready();
         }
         Ok(())
+    }
+}
+
+/// Serves one connection (plain, or TLS once the handshake is done).
+async fn connection<S>(stream: S, served: Arc<Endpoints>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| respond(request, served.clone()));
+    if let Err(err) = http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        tracing::debug!(%err, "metrics connection");
     }
 }
 

@@ -4,11 +4,13 @@
 //! without the metrics-reader role 403, one bound to it 200; the probes stay open.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
+use kube_fsm::admission::ServingCertificate;
 use kube_fsm::controller::Health;
 use kube_fsm::serve::Endpoints;
 use kube_fsm_testkit::cluster::{self, eventually};
@@ -16,15 +18,34 @@ use kube_fsm_testkit::service_account;
 use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// `GET path` with the bearer `token`, if any: the status code and the body.
-async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+/// `GET path` over TLS (trusting `ca`), with the bearer `token` if any: the status code and
+/// the body.
+async fn get(addr: SocketAddr, ca: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.expect("a PEM certificate")).expect("a root");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocols")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from("localhost").expect("name");
+    let mut stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("a TLS handshake with the endpoint's certificate");
     let authorization = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
     let request =
         format!("GET {path} HTTP/1.1\r\nhost: x\r\n{authorization}connection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("write");
     let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.expect("read");
+    // The server may close without a TLS close_notify once it has answered.
+    let _ = stream.read_to_string(&mut answer).await;
     let code = answer
         .split_whitespace()
         .nth(1)
@@ -34,13 +55,27 @@ async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String)
     (code, body)
 }
 
+/// The first bytes answered to a request in clear text (none from a TLS server: it closes).
+async fn plain_answer(addr: SocketAddr) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 #[tokio::test]
 async fn metrics_are_served_only_to_subjects_the_api_server_authorizes() {
     let Some((admin, ns)) = cluster::prepare("metrics_auth", "fsm-metrics-auth").await else {
         return;
     };
+    let certificate = ServingCertificate::self_signed(&["localhost"]).expect("certificate");
+    let ca = certificate.ca_bundle().expect("a CA").to_owned();
     let (addr, server) = Endpoints::new(Registry::default(), Health::default())
         .authorize(admin.clone())
+        .tls(certificate)
+        .expect("TLS")
         .serve("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("serve");
@@ -87,12 +122,16 @@ async fn metrics_are_served_only_to_subjects_the_api_server_authorizes() {
         .await
         .expect("binding");
 
-    let (code, body) = get(addr, "/metrics", None).await;
+    assert!(
+        !plain_answer(addr).await.contains("HTTP/1.1 "),
+        "a request in clear text is not answered"
+    );
+    let (code, body) = get(addr, &ca, "/metrics", None).await;
     assert_eq!(code, 401, "{body}");
     assert!(body.contains("needs a bearer token"), "{body}");
-    let (code, body) = get(addr, "/metrics", Some("not-a-token")).await;
+    let (code, body) = get(addr, &ca, "/metrics", Some("not-a-token")).await;
     assert_eq!(code, 401, "{body}");
-    let (code, body) = get(addr, "/metrics", Some(&stranger)).await;
+    let (code, body) = get(addr, &ca, "/metrics", Some(&stranger)).await;
     assert_eq!(code, 403, "{body}");
     assert!(
         body.contains(&format!(
@@ -102,15 +141,15 @@ async fn metrics_are_served_only_to_subjects_the_api_server_authorizes() {
     );
     // The binding reaches the authorizer a moment after it is written.
     let allowed = eventually(Duration::from_secs(30), || async {
-        let (code, body) = get(addr, "/metrics", Some(&scraper)).await;
+        let (code, body) = get(addr, &ca, "/metrics", Some(&scraper)).await;
         (code == 200).then_some(body)
     })
     .await
     .expect("the bound scraper reads /metrics");
     assert!(allowed.contains("# EOF"), "{allowed}");
-    let (code, _) = get(addr, "/machine", Some(&stranger)).await;
+    let (code, _) = get(addr, &ca, "/machine", Some(&stranger)).await;
     assert_eq!(code, 403, "/machine is protected too");
-    let (code, body) = get(addr, "/healthz", None).await;
+    let (code, body) = get(addr, &ca, "/healthz", None).await;
     assert_eq!((code, body.as_str()), (200, "ok\n"), "the probes stay open");
 
     server.abort();

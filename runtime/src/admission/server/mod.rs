@@ -279,7 +279,7 @@ impl Drop for Serving {
 }
 
 /// The TLS acceptor serving `certificate`, verifying clients against `client_ca` if given.
-fn acceptor(
+pub(crate) fn acceptor(
     certificate: &ServingCertificate,
     client_ca: Option<&[u8]>,
 ) -> Result<TlsAcceptor, ServeError> {
