@@ -260,6 +260,35 @@ async fn inline_unconverged(client: &Client, run: &str) -> Result<Vec<String>, k
         .collect())
 }
 
+/// Creates `count` objects, `make(i, namespace)`, spread over `namespaces`, 50 at a time;
+/// returns how many the API server took.
+async fn create_all<K>(
+    client: &Client,
+    namespaces: &[String],
+    count: usize,
+    make: impl Fn(usize, &str) -> K,
+) -> usize
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let mut created = 0;
+    for start in (0..count).step_by(50) {
+        let batch = (start..(start + 50).min(count)).map(|i| {
+            let ns = &namespaces[i % namespaces.len()];
+            let api: Api<K> = Api::namespaced(client.clone(), ns);
+            let object = make(i, ns);
+            async move { api.create(&PostParams::default(), &object).await.is_ok() }
+        });
+        let results = futures::future::join_all(batch).await;
+        created += results.into_iter().filter(|ok| *ok).count();
+    }
+    created
+}
+
 async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
     leases.get(name).await.ok()?.spec?.holder_identity
 }
@@ -366,36 +395,18 @@ async fn main() {
     // Objects, created while faults are already on.
     shared.plan.on.store(true, Ordering::SeqCst);
     let started = Instant::now();
-    let mut created = 0;
-    for i in (0..options.objects).step_by(50) {
-        let batch = (i..(i + 50).min(options.objects)).map(|i| {
-            let ns = namespaces[i % namespaces.len()].clone();
-            let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-            let db = new_db(&format!("db-{i}"), &ns, &run);
-            async move { api.create(&PostParams::default(), &db).await.is_ok() }
-        });
-        created += futures::future::join_all(batch)
-            .await
-            .into_iter()
-            .filter(|ok| *ok)
-            .count();
-    }
+    let mut created = create_all(&client, &namespaces, options.objects, |i, ns| {
+        new_db(&format!("db-{i}"), ns, &run)
+    })
+    .await;
     // The second kind: half as many, written by nobody but the operator.
     let inline_objects = options.objects / 2;
-    for i in (0..inline_objects).step_by(50) {
-        let batch = (i..(i + 50).min(inline_objects)).map(|i| {
-            let ns = namespaces[i % namespaces.len()].clone();
-            let api: Api<InlineDatabase> = Api::namespaced(client.clone(), &ns);
-            let mut object = InlineDatabase::new(&format!("inline-{i}"), InlineDatabaseSpec {});
-            object.metadata.labels = Some([(LABEL.to_owned(), run.clone())].into());
-            async move { api.create(&PostParams::default(), &object).await.is_ok() }
-        });
-        created += futures::future::join_all(batch)
-            .await
-            .into_iter()
-            .filter(|ok| *ok)
-            .count();
-    }
+    created += create_all(&client, &namespaces, inline_objects, |i, _| {
+        let mut object = InlineDatabase::new(&format!("inline-{i}"), InlineDatabaseSpec {});
+        object.metadata.labels = Some([(LABEL.to_owned(), run.clone())].into());
+        object
+    })
+    .await;
     eprintln!(
         "chaos {run}: created {created} objects of two kinds in {:?}",
         started.elapsed()
