@@ -75,7 +75,7 @@ pub enum ServeError {
 /// A [`Validator`] served over HTTPS on a bound address.
 ///
 /// ```no_run
-/// # async fn demo<K: kube_fsm::StateMachine + kube::CustomResourceExt>(client: kube::Client)
+/// # async fn demo<K: kube_fsm::StateMachine + kube::CustomResourceExt + kube::Resource<DynamicType = ()>>(client: kube::Client)
 /// # -> Result<(), Box<dyn std::error::Error>> {
 /// use kube_fsm::admission::{
 ///     Endpoint, Policy, ServingCertificate, Validator, Webhook, WebhookOptions,
