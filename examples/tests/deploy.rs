@@ -136,6 +136,11 @@ async fn the_api_server_accepts_every_object_it_knows_in_a_dry_run() {
         return;
     };
     let ns = cluster::namespace(&client, "fsm-deploy").await;
+    // With the Database's policy enforced by the API server too (its CEL compiled there).
+    let policy = format!(
+        "Database={}/policies/database.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let files = generate(&[
         "--image",
         "example:1",
@@ -144,6 +149,8 @@ async fn the_api_server_accepts_every_object_it_knows_in_a_dry_run() {
         "--replicas",
         "2",
         "--webhook",
+        "--admission-policy",
+        &policy,
     ]);
     let discovery = Discovery::new(client.clone())
         .run()
@@ -184,12 +191,28 @@ async fn the_api_server_accepts_every_object_it_knows_in_a_dry_run() {
         };
         created.unwrap_or_else(|err| panic!("{file}: the API server refuses it: {err}"));
     }
-    // Kinds the 1.20 server does not serve: cert-manager's (not installed), policy/v1 (1.21+).
+    // Kinds the 1.20 server does not serve: cert-manager's (not installed), policy/v1 (1.21+),
+    // ValidatingAdmissionPolicy (1.30+).
     eprintln!("not served by this API server, checked for shape only: {skipped:?}");
+    let served_policies = discovery
+        .resolve_gvk(&GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+        ))
+        .is_some();
     for file in &skipped {
         assert!(
-            file.contains("cert-manager.io") || file.contains("policy/v1"),
+            file.contains("cert-manager.io")
+                || file.contains("policy/v1")
+                || (!served_policies && file.contains("ValidatingAdmissionPolicy")),
             "{file}"
         );
     }
+    assert!(
+        files
+            .keys()
+            .any(|f| f.starts_with("validating-admission-policy-binding-")),
+        "the base has the policy's binding"
+    );
 }

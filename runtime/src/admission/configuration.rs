@@ -294,7 +294,7 @@ fn client_config(options: &WebhookOptions, path: &str) -> WebhookClientConfig {
 
 /// Both selectors at once: the outer one's labels become `In` expressions, so that a label
 /// both name must match both values (and so matches nothing), as "and" means.
-fn narrowed(selector: &LabelSelector, outer: Option<&LabelSelector>) -> LabelSelector {
+pub(super) fn narrowed(selector: &LabelSelector, outer: Option<&LabelSelector>) -> LabelSelector {
     let Some(outer) = outer else {
         return selector.clone();
     };

@@ -22,11 +22,16 @@
 //! `ready` for a readiness one) and [`WebhookMetrics`]; [`validating_webhook_configuration`]
 //! registers it, next to [`crate::crd()`].
 //!
+//! From Kubernetes 1.30 the API server enforces the policy layers itself: the same
+//! [`Policy`] as ValidatingAdmissionPolicies ([`validating_admission_policies_for`]), with no
+//! webhook process to fail, be attacked or be unavailable; the edges stay the CRD's CEL rule.
+//!
 //! The same server converts a resource served in several versions ([`crate::crd_versions`]):
 //! a [`Converter`] (pure, hub-and-spoke over the user's `From` impls between the versions'
 //! specs; status passes through) given to [`Webhook::converter`], registered in the CRD by
 //! [`conversion_webhook`].
 
+mod admission_policy;
 mod configuration;
 mod conversion;
 mod owned;
@@ -37,6 +42,7 @@ mod server;
 mod steering;
 mod tls;
 
+pub use admission_policy::validating_admission_policies_for;
 pub use configuration::{
     Endpoint, FailurePolicy, PATH, TIER_PATH, WebhookOptions, conversion_webhook,
     validating_webhook_configuration, validating_webhook_configuration_for,

@@ -13,7 +13,7 @@ use crate::model::machine::MachineData;
 use crate::pure::{pause, readiness};
 
 /// The machine's own fields of `status`, other than `phase` and `conditions`.
-const OWNED_FIELDS: [&str; 5] = [
+pub(crate) const OWNED_FIELDS: [&str; 5] = [
     "observedGeneration",
     "lastPhaseTransitionTime",
     "enteredPhase",
@@ -22,7 +22,7 @@ const OWNED_FIELDS: [&str; 5] = [
 ];
 
 /// The engine's own condition types.
-const ENGINE_CONDITIONS: [&str; 4] = [
+pub(crate) const ENGINE_CONDITIONS: [&str; 4] = [
     readiness::READY,
     readiness::RECONCILING,
     readiness::STALLED,

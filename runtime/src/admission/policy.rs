@@ -115,7 +115,7 @@ impl People {
             || requester.groups.iter().any(|g| self.groups.contains(g))
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = Vec::new();
         if !self.users.is_empty() {
             parts.push(format!("user {}", self.users.join(" or ")));
@@ -393,7 +393,7 @@ impl OperatorIdentity {
             && named(&self.field_managers, requester.field_manager)
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = Vec::new();
         if !self.users.is_empty() {
             parts.push(format!("user {}", self.users.join(" or ")));

@@ -50,6 +50,11 @@ impl Validator {
         self.machine.kind
     }
 
+    /// The machine it reviews.
+    pub(crate) fn machine(&self) -> &'static MachineData {
+        self.machine
+    }
+
     /// The API group of the kind it reviews.
     pub fn group(&self) -> &str {
         &self.group

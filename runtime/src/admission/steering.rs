@@ -18,7 +18,7 @@ pub(crate) enum Steer {
 }
 
 /// The guarded annotations, with the field path a refusal names.
-const GUARDED: [(&str, Steer, &str); 3] = [
+pub(crate) const GUARDED: [(&str, Steer, &str); 3] = [
     (
         PAUSED_ANNOTATION,
         Steer::Pause,

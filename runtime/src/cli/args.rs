@@ -7,6 +7,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use super::CliError;
+use crate::admission::Policy;
+
 /// The operator's command line.
 #[derive(Debug, Parser)]
 pub(crate) struct Cli {
@@ -333,6 +336,10 @@ pub(crate) struct ManifestsArgs {
     /// Fail: refuse them).
     #[arg(long, requires = "webhook")]
     pub webhook_fail_open: bool,
+    /// Enforce KIND's policy (YAML, as `run --webhook-policy` reads it) inside the API server:
+    /// adds its ValidatingAdmissionPolicies and bindings (Kubernetes 1.30+). Repeat per kind.
+    #[arg(long, value_name = "KIND=FILE", value_parser = kind_file)]
+    pub admission_policy: Vec<(String, PathBuf)>,
     /// Serve /metrics to authorized scrapers only: adds the TokenReview and
     /// SubjectAccessReview grants, a metrics-reader ClusterRole and a ServiceMonitor.
     #[arg(long)]
@@ -395,6 +402,16 @@ pub(crate) fn key_value(value: &str) -> Result<(String, String), String> {
 }
 
 /// `KIND=FILE`.
+/// A policy file (YAML).
+pub(super) fn read_policy(path: &PathBuf) -> Result<Policy, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CliError::File {
+        path: path.clone(),
+        source,
+    })?;
+    serde_saphyr::from_str(&text)
+        .map_err(|err| CliError::Invalid(format!("{}: {err}", path.display())))
+}
+
 fn kind_file(value: &str) -> Result<(String, PathBuf), String> {
     let (kind, file) = value
         .split_once('=')

@@ -6,10 +6,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::args::{
-    DiagramArgs, Format, LogFormat, ManifestsArgs, MonitoringArgs, RunArgs, registration,
+    DiagramArgs, Format, LogFormat, ManifestsArgs, MonitoringArgs, RunArgs, read_policy,
+    registration,
 };
 use super::{App, CliError};
-use crate::admission::Policy;
+use crate::admission::{Policy, validating_admission_policies_for};
 use crate::manifests::{Deploy, Kind, Manifest};
 use crate::model::diagram::DiagramFormat;
 use crate::observe::alerts::Alerts;
@@ -88,6 +89,25 @@ pub(super) fn base(
             args.webhook_namespace_label.as_ref(),
         );
         deploy = deploy.webhook(WEBHOOK_PORT, Policy::default(), failure, namespaces);
+    }
+    for (kind, file) in &args.admission_policy {
+        let machine = app
+            .machines
+            .iter()
+            .find(|m| m.kind() == *kind)
+            .ok_or_else(|| {
+                CliError::Invalid(format!(
+                    "--admission-policy names {kind:?}, which this operator does not run"
+                ))
+            })?;
+        let validator = machine
+            .validator(read_policy(file)?)
+            .map_err(|err| CliError::Invalid(format!("the {kind} policy: {err}")))?;
+        deploy = deploy.admission_policies(validating_admission_policies_for(
+            &machine.crd(),
+            &validator,
+            None,
+        ));
     }
     let kinds: Vec<Kind> = app.machines.iter().map(|m| Kind::new(m.crd())).collect();
     let manifests = deploy.args(run.to_args()).manifests_of(&kinds, &rbac);

@@ -5,7 +5,6 @@
 //! kinds it converts sent to it.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -15,7 +14,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 
-use super::args::{Register, RunArgs, registration};
+use super::args::{Register, RunArgs, read_policy, registration};
 use super::{App, CliError};
 use crate::admission::{
     Endpoint, Policy, ServingCertificate, Webhook, WebhookHealth, WebhookMetrics, WebhookOptions,
@@ -194,16 +193,6 @@ fn host_of(url: &str) -> Option<String> {
             .trim_end_matches(']')
             .to_owned(),
     )
-}
-
-/// A policy file (YAML).
-fn read_policy(path: &PathBuf) -> Result<Policy, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CliError::File {
-        path: path.clone(),
-        source,
-    })?;
-    serde_saphyr::from_str(&text)
-        .map_err(|err| CliError::Invalid(format!("{}: {err}", path.display())))
 }
 
 /// This Pod (from `POD_NAME` and `POD_NAMESPACE`, which the generated Deployment sets), which

@@ -72,6 +72,8 @@ pub struct Deploy {
     pub(crate) metrics_auth: bool,
     #[cfg(feature = "admission")]
     pub(crate) webhook: Option<webhook::Served>,
+    /// ValidatingAdmissionPolicies and their bindings, as JSON.
+    pub(crate) admission_policies: Vec<Value>,
 }
 
 impl Deploy {
@@ -96,6 +98,7 @@ impl Deploy {
             metrics_auth: false,
             #[cfg(feature = "admission")]
             webhook: None,
+            admission_policies: Vec::new(),
         }
     }
 
@@ -146,6 +149,14 @@ impl Deploy {
     #[must_use]
     pub fn metrics_auth(mut self, on: bool) -> Self {
         self.metrics_auth = on;
+        self
+    }
+
+    /// The base also installs these ValidatingAdmissionPolicies and bindings
+    /// (`admission::validating_admission_policies_for`, Kubernetes 1.30+), one file each.
+    #[must_use]
+    pub fn admission_policies(mut self, objects: Vec<Value>) -> Self {
+        self.admission_policies.extend(objects);
         self
     }
 
@@ -249,6 +260,17 @@ impl Deploy {
         #[cfg(feature = "admission")]
         if let Some(served) = &self.webhook {
             manifests.extend(webhook::manifests(self, served, &kinds));
+        }
+        for object in &self.admission_policies {
+            let kind = match object["kind"].as_str() {
+                Some("ValidatingAdmissionPolicyBinding") => "validating-admission-policy-binding",
+                _ => "validating-admission-policy",
+            };
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            manifests.push(Manifest {
+                file: format!("{kind}-{name}.yaml"),
+                object: object.clone(),
+            });
         }
         let resources: Vec<&str> = manifests.iter().map(|m| m.file.as_str()).collect();
         let kustomization = json!({

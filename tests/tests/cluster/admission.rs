@@ -71,7 +71,7 @@ fn refusal(result: Result<impl std::fmt::Debug, kube::Error>) -> String {
 }
 
 /// A shortest path of phases from the initial phase to `to`.
-fn path_to<P: Phase>(to: P) -> Vec<P> {
+pub(crate) fn path_to<P: Phase>(to: P) -> Vec<P> {
     let machine = P::MACHINE;
     let mut previous = vec![None; machine.phases.len()];
     let mut queue = VecDeque::from([machine.initial]);

@@ -4,6 +4,7 @@
 //! process change which callsites are enabled.
 
 mod admission;
+mod admission_policy;
 mod columns;
 mod drift;
 mod envtest;
