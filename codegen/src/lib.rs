@@ -57,6 +57,27 @@ pub struct Checked {
     pub retired: Vec<String>,
     /// The legal edges (list forms such as `from: [A, B]` counted once per phase).
     pub transitions: usize,
+    /// The initial phase.
+    pub initial: String,
+    /// Every legal edge, list forms expanded, in spec order.
+    pub edges: Vec<Edge>,
+    /// The CEL rule the CRD puts on `status.phase` (`self` the new value, `oldSelf` the
+    /// stored one): stay, an edge, a retired name to its phase, or out of an undeclared value.
+    pub cel_phase_rule: String,
+    /// The CEL rule the CRD puts on the object: the first phase written is the initial phase
+    /// or one of its successors by an edge the engine takes.
+    pub cel_first_phase_rule: String,
+}
+
+/// One legal edge of a checked spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Edge {
+    /// The phase it leaves.
+    pub from: String,
+    /// The phase it enters.
+    pub to: String,
+    /// Only people take it (`manual: true`).
+    pub manual: bool,
 }
 
 /// Reads and checks the spec `text` (shown as `display` in messages) as `#[state_machine]`
@@ -81,11 +102,26 @@ pub fn check(
     }
     let mut errors = diags.into_vec();
     match machine {
-        Some(machine) if errors.is_empty() => Ok(Checked {
-            phases: machine.phases.into_iter().map(|p| p.name).collect(),
-            retired: machine.retired.into_iter().map(|r| r.name).collect(),
-            transitions: machine.edges.len(),
-        }),
+        Some(machine) if errors.is_empty() => {
+            let name = |i: usize| machine.phases[i].name.clone();
+            Ok(Checked {
+                initial: name(machine.initial),
+                edges: machine
+                    .edges
+                    .iter()
+                    .map(|e| Edge {
+                        from: name(e.from),
+                        to: name(e.to),
+                        manual: e.trigger == model::Trigger::Manual,
+                    })
+                    .collect(),
+                cel_phase_rule: lower::render::cel_transition_rule(&machine),
+                cel_first_phase_rule: lower::render::cel_first_phase_rule(&machine),
+                transitions: machine.edges.len(),
+                phases: machine.phases.into_iter().map(|p| p.name).collect(),
+                retired: machine.retired.into_iter().map(|r| r.name).collect(),
+            })
+        }
         _ => Err(rendered(&mut errors, &file)),
     }
 }

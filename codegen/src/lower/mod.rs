@@ -8,7 +8,7 @@ use quote::format_ident;
 
 use crate::model::{Machine, Trigger};
 use crate::names::to_snake;
-mod render;
+pub(crate) mod render;
 
 /// What lowering needs besides the machine.
 #[derive(Debug)]

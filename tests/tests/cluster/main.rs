@@ -22,6 +22,7 @@ mod outage;
 mod overload;
 mod pause;
 mod prometheus;
+mod random_machines;
 mod rbac;
 mod sharding;
 mod steering;
