@@ -4,7 +4,8 @@
 //! phase, four ways (merge patch, JSON patch, server-side apply, PUT), the annotations that
 //! steer the engine, the machine's own status fields — in an open namespace and in a
 //! restricted tier gets from the API server the verdict the webhook's `Validator` gives, and
-//! the policy's refusals say what the webhook's say.
+//! the policy's refusals say what the webhook's say; `kubectl patch --subresource=status`
+//! meets the same refusals.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -382,6 +383,42 @@ async fn the_policy_gives_the_webhooks_verdicts_inside_the_api_server() {
             }
         }
     }
+    // kubectl's status writes meet the same server: an illegal move refused with the CRD's
+    // sentence, a manual one with the policy's (mallory is no sre).
+    let (pending, failed) = (&stored[0].1, &stored[4].1);
+    for (object, to, said) in [
+        (
+            pending,
+            "Running",
+            "cannot move from Pending to Running: the Database state machine has no such transition",
+        ),
+        (
+            failed,
+            "Pending",
+            "only group sre may take the manual transition Failed -> Pending",
+        ),
+    ] {
+        let name = object.metadata.name.clone().expect("name");
+        let patch = format!(r#"{{"status":{{"phase":"{to}"}}}}"#);
+        let args = [
+            "patch",
+            "databases.example.kube-fsm.dev",
+            &name,
+            "-n",
+            &open,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+            "--as=mallory",
+            "--as-group=system:masters",
+        ];
+        let Some((ok, output)) = cluster::kubectl("admission_policy::kubectl", &args).await else {
+            break;
+        };
+        assert!(!ok && output.contains(said), "kubectl {args:?}: {output}");
+    }
+
     // The annotations that steer the engine, and the machine's own status fields.
     let (mut steering, mut owned) = (0, 0);
     for (ns, object) in stored
