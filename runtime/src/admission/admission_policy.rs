@@ -141,20 +141,14 @@ fn annotation_changed(key: &str) -> String {
 /// The values every validation reads: the phases, the requester, the kind of move.
 fn variables(machine: &MachineData, policy: &Policy) -> Value {
     let operator = &policy.operator;
-    let mut is_operator = Vec::new();
-    if !operator.users.is_empty() {
-        let users = list(operator.users.iter().map(String::as_str));
-        is_operator.push(format!("request.userInfo.username in {users}"));
-    }
-    if !operator.field_managers.is_empty() {
-        let managers = list(operator.field_managers.iter().map(String::as_str));
-        is_operator.push(format!("variables.fieldManager in {managers}"));
-    }
-    let is_operator = if is_operator.is_empty() {
-        "false".to_owned()
-    } else {
-        is_operator.join(" && ")
-    };
+    let is_operator = all_of(&[
+        in_list(&operator.users, |users| {
+            format!("request.userInfo.username in {users}")
+        }),
+        in_list(&operator.field_managers, |managers| {
+            format!("variables.fieldManager in {managers}")
+        }),
+    ]);
     let manual: Vec<String> = machine
         .edges
         .iter()
@@ -263,19 +257,36 @@ fn layer(tier: Option<&Tier>) -> String {
 
 /// Whether the requester is one of `people`, as CEL.
 fn includes(people: &People) -> String {
-    let mut parts = Vec::new();
-    if !people.users.is_empty() {
-        let users = list(people.users.iter().map(String::as_str));
-        parts.push(format!("request.userInfo.username in {users}"));
-    }
-    if !people.groups.is_empty() {
-        let groups = list(people.groups.iter().map(String::as_str));
-        parts.push(format!("request.userInfo.groups.exists(g, g in {groups})"));
-    }
+    let parts: Vec<String> = [
+        in_list(&people.users, |users| {
+            format!("request.userInfo.username in {users}")
+        }),
+        in_list(&people.groups, |groups| {
+            format!("request.userInfo.groups.exists(g, g in {groups})")
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if parts.is_empty() {
         "false".to_owned()
     } else {
         format!("({})", parts.join(" || "))
+    }
+}
+
+/// `clause(LIST)` of `values` as a CEL list, when there are any.
+fn in_list(values: &[String], clause: impl Fn(String) -> String) -> Option<String> {
+    (!values.is_empty()).then(|| clause(list(values.iter().map(String::as_str))))
+}
+
+/// Every clause given, as CEL (`false` when none is).
+fn all_of(clauses: &[Option<String>]) -> String {
+    let given: Vec<&str> = clauses.iter().flatten().map(String::as_str).collect();
+    if given.is_empty() {
+        "false".to_owned()
+    } else {
+        given.join(" && ")
     }
 }
 
