@@ -13,6 +13,8 @@
 //! # }
 //! ```
 
+pub mod scenario;
+
 use std::sync::Arc;
 use std::time::Duration;
 
