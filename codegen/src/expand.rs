@@ -32,7 +32,11 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         SpecSource::Inline(raw) => (Some(raw.as_ref()), "inline".to_owned(), args.span),
         SpecSource::File(lit) => (read.as_ref(), lit.value(), lit.span()),
     };
-    let machine = raw.map(|raw| validate::validate(raw, &mut diags));
+    let located = raw.map(|raw| validate::validate_located(raw, &mut diags));
+    let (machine, edge_lines) = match located {
+        Some((machine, lines)) => (Some(machine), lines),
+        None => (None, Vec::new()),
+    };
     // The gate: a valid spec against its lock (a spec with errors would only echo them).
     let lock_file = match &args.source {
         SpecSource::File(lit) => loaded
@@ -65,6 +69,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             .as_ref()
             .map(|status| (&args.status_field, status.span())),
         source: &source,
+        edge_lines: &edge_lines,
     };
     let generated = machine
         .filter(|machine| !machine.phases.is_empty())
@@ -146,6 +151,7 @@ mod tests {
             kind: &kind,
             status_field: Some((&field, Span::call_site())),
             source: "same",
+            edge_lines: &[],
         };
         emit::emit(&lower::lower(machine, &target)).to_string()
     }

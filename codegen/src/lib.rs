@@ -27,7 +27,7 @@ mod expand;
 mod gate;
 mod lower;
 mod model;
-mod names;
+pub mod names;
 mod parse;
 pub mod picture;
 #[cfg(test)]
@@ -202,6 +202,7 @@ pub fn timed(
         kind: &kind,
         status_field: Some((&field, Span::call_site())),
         source,
+        edge_lines: &[],
     };
     let lowered = lower::lower(&machine, &target);
     let lowered_at = Instant::now();

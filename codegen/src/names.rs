@@ -1,4 +1,5 @@
-//! Name rules: Rust identifiers, Kubernetes condition types, case conversion, "did you mean".
+//! Name rules: Rust identifiers, Kubernetes condition types and API groups, case conversion.
+//! The spec compiler's, and `kube-fsm new`'s for the names it scaffolds.
 
 /// Every Rust keyword (strict, reserved and 2018+), which a phase or event may not be named.
 const KEYWORDS: &[&str] = &[
@@ -99,18 +100,7 @@ pub fn condition_type_problem(name: &str) -> Option<String> {
         None => (None, name),
     };
     if let Some(prefix) = prefix {
-        let ok = !prefix.is_empty()
-            && prefix.len() <= 253
-            && prefix.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-            });
-        if !ok {
+        if !is_dns_subdomain(prefix) {
             return Some(format!(
                 "the prefix `{prefix}` of `{name}` is not a lowercase DNS subdomain"
             ));
@@ -128,6 +118,37 @@ pub fn condition_type_problem(name: &str) -> Option<String> {
             "`{name}` is not a Kubernetes condition type (letters, digits, `-`, `_`, `.`, \
              starting and ending with a letter or digit, optionally prefixed by `domain/`)"
         )
+    })
+}
+
+/// Whether `name` is a lowercase DNS subdomain (RFC 1123): dot-separated labels of lowercase
+/// letters, digits and `-`, each 1–63 characters, not starting or ending with `-`; at most 253
+/// characters.
+fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// Why `group` cannot be a custom resource's API group, or `None`: the API server wants a
+/// lowercase DNS subdomain with at least one dot (`example.com`, `db.acme.io`).
+pub fn api_group_problem(group: &str) -> Option<String> {
+    if !is_dns_subdomain(group) {
+        return Some(format!(
+            "`{group}` is not a lowercase DNS subdomain (letters, digits and `-` in labels \
+             separated by dots, e.g. `example.com`)"
+        ));
+    }
+    (!group.contains('.')).then(|| {
+        format!("`{group}` has no dot: a custom resource's group is a domain, e.g. `{group}.example.com`")
     })
 }
 

@@ -111,6 +111,7 @@ fn check(text: &str) -> Result<(), TestCaseError> {
                     kind: &kind,
                     status_field: None,
                     source: "mutated",
+                    edge_lines: &[],
                 };
                 let _ = emit::emit(&lower::lower(&machine, &target));
             }

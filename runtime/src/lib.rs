@@ -97,7 +97,7 @@ pub mod machine {
         ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, PhaseData, ReadyData,
         Requirement, RetiredData, TimeoutData, TriggerData, UnknownPhase,
     };
-    pub use crate::model::next::Choice;
+    pub use crate::model::next::{Choice, IllegalTarget};
     pub use crate::model::status::PhaseValue;
     /// The annotations the engine reads and the conditions it keeps, for tools that read or
     /// set them on stored objects (`kubectl fsm`): the engine's own definitions.
@@ -168,7 +168,7 @@ pub mod __private {
         ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, Phase, PhaseData,
         ReadyData, Requirement, RetiredData, TimeoutData, TriggerData,
     };
-    pub use crate::model::next::{Choice, Cleanup, Next, Verdict};
+    pub use crate::model::next::{Choice, Cleanup, IllegalTarget, Next, Verdict};
     pub use crate::model::state_machine::StateMachine;
     pub use crate::model::status::MachineStatus;
     pub use core;

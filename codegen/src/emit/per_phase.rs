@@ -28,6 +28,8 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
             .collect();
         let event_targets = phase.events.iter().map(|&(_, to)| variant(to));
         let event_names = phase.events.iter().map(|&(e, _)| &lowered.events[e].name);
+        let illegal_names = handled.illegal.iter().map(|&(to, _)| variant(to));
+        let illegal_words = handled.illegal.iter().map(|(_, words)| words);
         let target_doc = doc(&handled.target_doc);
         let event_doc = doc(&handled.event_doc);
         let next_doc = doc(&handled.next_doc);
@@ -52,6 +54,19 @@ pub fn per_phase_types(lowered: &Lowered<'_>) -> TokenStream {
             #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
             pub enum #target_ty {
                 #(#target_docs #targets,)*
+            }
+
+            // Naming a phase the handler cannot move to is a type error (an `IllegalTarget` is
+            // no target), and the constant's deprecation note says why and what is legal.
+            #[automatically_derived]
+            impl #target_ty {
+                #(
+                    #[doc(hidden)]
+                    #[allow(non_upper_case_globals)]
+                    #[deprecated(note = #illegal_words)]
+                    pub const #illegal_names: ::kube_fsm::__private::IllegalTarget =
+                        ::kube_fsm::__private::IllegalTarget;
+                )*
             }
 
             #[automatically_derived]

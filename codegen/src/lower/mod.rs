@@ -8,6 +8,8 @@ use quote::format_ident;
 
 use crate::model::{Machine, Trigger};
 use crate::names::to_snake;
+
+mod illegal;
 pub(crate) mod render;
 
 /// What lowering needs besides the machine.
@@ -19,6 +21,8 @@ pub struct Target<'a> {
     pub status_field: Option<(&'a Ident, Span)>,
     /// Shown in `MachineData::source`.
     pub source: &'a str,
+    /// Per edge, the spec file's line it was written on (empty, or `None`s, for the inline DSL).
+    pub edge_lines: &'a [Option<usize>],
 }
 
 /// The machine as the generated code spells it.
@@ -95,6 +99,8 @@ pub struct Handled {
     pub target_docs: Vec<String>,
     /// Per accepted event: "Fire `E`: `A` → `B`."
     pub event_docs: Vec<String>,
+    /// Per phase the handler cannot name (by index): what rustc says when it does.
+    pub illegal: Vec<(usize, String)>,
 }
 
 /// The docs of the generated items that are not per variant or per phase.
@@ -136,7 +142,15 @@ pub fn lower<'m>(machine: &'m Machine, target: &Target<'_>) -> Lowered<'m> {
     let words = count.div_ceil(64).max(1);
     let mermaid = render::mermaid(machine);
     let dot = render::dot(machine, &kind.to_string());
-    let phases: Vec<LoweredPhase> = (0..count).map(|i| phase(machine, kind, i)).collect();
+    let phases: Vec<LoweredPhase> = (0..count)
+        .map(|i| {
+            let mut lowered = phase(machine, kind, i);
+            if let Some(handled) = &mut lowered.handled {
+                handled.illegal = illegal::targets(machine, target, i, &handled.targets);
+            }
+            lowered
+        })
+        .collect();
     let fire_arms: usize = phases.iter().map(|p| p.events.len()).sum();
     let names: Vec<&str> = machine.phases.iter().map(|p| p.name.as_str()).collect();
     Lowered {
@@ -286,6 +300,7 @@ fn handled(machine: &Machine, kind: &Ident, i: usize, events: &[(usize, usize)])
                 )
             })
             .collect(),
+        illegal: Vec::new(),
     }
 }
 
@@ -334,6 +349,7 @@ mod tests {
             kind: &kind,
             status_field: None,
             source: "test",
+            edge_lines: &[],
         };
         let lowered = lower(&machine, &target);
         assert_eq!(lowered.types.phase, "SitePhase");

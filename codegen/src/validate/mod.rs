@@ -25,6 +25,12 @@ use crate::spec::RawSpec;
 /// of the parts that were valid (it is emitted as a skeleton beside the errors, so user code
 /// that names valid phases does not add a cascade of follow-on errors).
 pub fn validate(spec: &RawSpec, diags: &mut Diagnostics) -> Machine {
+    validate_located(spec, diags).0
+}
+
+/// [`validate`], with the line of the spec file each edge was written on (`None` for the
+/// inline DSL), in edge order: what a handler's illegal target is told to look at.
+pub fn validate_located(spec: &RawSpec, diags: &mut Diagnostics) -> (Machine, Vec<Option<usize>>) {
     let cx = Ctxt::default();
     let resolved = resolve::resolve(spec, &cx);
     if resolved.graph_is_whole() {
@@ -33,7 +39,16 @@ pub fn validate(spec: &RawSpec, diags: &mut Diagnostics) -> Machine {
     for error in cx.into_errors() {
         diags.push(error);
     }
-    resolved.machine
+    let lines = resolved
+        .locations
+        .edges
+        .iter()
+        .map(|loc| match loc {
+            Loc::File(pos) => Some(pos.line),
+            Loc::Span(_) => None,
+        })
+        .collect();
+    (resolved.machine, lines)
 }
 
 /// Where every step reports, shared by reference (serde_derive's `Ctxt`): a rule reports and

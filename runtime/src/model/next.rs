@@ -28,6 +28,13 @@ pub enum Choice<P> {
     },
 }
 
+/// What `{Kind}{Phase}Target::{Other}` is when `Other` is not a target the handler of `Phase`
+/// may name: not a target, so the handler does not compile, and the constant's deprecation
+/// note (shown by rustc beside the error) says why and which targets are legal, with the
+/// spec lines that declare them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IllegalTarget;
+
 /// What a `cleanup` handler reports during deletion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cleanup {
