@@ -99,12 +99,12 @@ pub fn condition_type_problem(name: &str) -> Option<String> {
         Some((prefix, local)) => (Some(prefix), local),
         None => (None, name),
     };
-    if let Some(prefix) = prefix {
-        if !is_dns_subdomain(prefix) {
-            return Some(format!(
-                "the prefix `{prefix}` of `{name}` is not a lowercase DNS subdomain"
-            ));
-        }
+    if let Some(prefix) = prefix
+        && !is_dns_subdomain(prefix)
+    {
+        return Some(format!(
+            "the prefix `{prefix}` of `{name}` is not a lowercase DNS subdomain"
+        ));
     }
     let ok = !local.is_empty()
         && local.len() <= 63

@@ -223,11 +223,13 @@ impl<K: StateMachine> From<Plan<K>> for Outcome<K> {
 /// A context with no cluster behind it: no caches, and a client whose every request fails,
 /// saying that the test has no API server (to build a [`crate::Step`] by hand).
 pub fn no_cluster() -> Arc<Context> {
-    Arc::new(Context::new(offline()))
+    Arc::new(Context::new(no_cluster_client()))
 }
 
-/// A client whose every request fails, saying that the test has no API server.
-fn offline() -> kube::Client {
+/// A client whose every request fails, saying that the test has no API server: for a
+/// [`Context`] of your own, with caches of the children a step reads
+/// (`Context::new(no_cluster_client()).with_cache(Cache::from_objects(children))`).
+pub fn no_cluster_client() -> kube::Client {
     let service = tower::service_fn(|request: http::Request<kube::client::Body>| {
         let message = format!(
             "{} {}: kube_fsm::testing::step has no API server; give the step a Context with a \
