@@ -75,10 +75,11 @@ impl JobHandler for Handlers {
 }
 
 #[tokio::main]
-async fn main() {
-    let client = kube::Client::try_default().await.expect("kubeconfig");
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let client = kube_fsm::client(kube::Config::infer().await?)?; // kubeconfig, or in-cluster
     kube_fsm::Operator::<Job, Handlers>::new(client, Handlers)
         .owns::<Pod>(watcher::Config::default()) // watch the children, cache them for `step`
         .run()
         .await;
+    Ok(())
 }

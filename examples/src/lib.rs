@@ -12,6 +12,33 @@
 pub mod database;
 pub mod riskengine;
 
+/// The book's chapters (`book/src`): their Rust snippets compile as this crate's doctests.
+#[cfg(doctest)]
+pub mod book {
+    macro_rules! chapters {
+        ($($name:ident = $path:literal,)*) => {$(
+            #[doc = include_str!(concat!("../../book/src/", $path))]
+            pub struct $name;
+        )*};
+    }
+    chapters! {
+        Introduction = "introduction.md",
+        Tutorial = "tutorial.md",
+        Testing = "testing.md",
+        SpecLanguage = "concepts/spec-language.md",
+        Generated = "concepts/generated.md",
+        Runtime = "concepts/runtime.md",
+        Deploy = "operations/deploy.md",
+        Operate = "operations/operate.md",
+        Observe = "operations/observe.md",
+        Evolve = "operations/evolve.md",
+        Cli = "reference/cli.md",
+        Metrics = "reference/metrics.md",
+        Annotations = "reference/annotations.md",
+        Contributing = "contributing.md",
+    }
+}
+
 /// The label every child of the example operators carries (key, value), and the platform's
 /// RiskEngine allow-list: both machines watch only the ConfigMaps and Secrets with it, so that
 /// in one process they share one watch of each kind.

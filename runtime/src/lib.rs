@@ -4,7 +4,7 @@
 //! phases, conditions and transitions of a custom resource in a spec (a YAML file or inline),
 //! put `#[state_machine]` on the resource's spec struct, and get exhaustive phase, condition
 //! and event enums, a transition table and a handler trait whose signatures only allow the
-//! spec's edges. See the repository README for the spec language.
+//! spec's edges. See the book (`book/` in the repository) for the spec language.
 //!
 //! ```no_run
 //! use kube::CustomResource;

@@ -13,7 +13,7 @@ use tokio::process::Command;
 use crate::cluster::{fresh_name, tool};
 
 /// How long one page may take.
-const TIMEOUT: Duration = Duration::from_secs(60);
+const TIMEOUT: Duration = Duration::from_mins(1);
 
 /// A Chromium binary.
 #[derive(Debug)]

@@ -204,7 +204,7 @@ impl Alerts {
         self
     }
 
-    /// A page every alert links to as `runbook_url` (the README's "Operating" section, say).
+    /// A page every alert links to as `runbook_url` (the book's "Operating" chapter, say).
     #[must_use]
     pub fn runbook_url(mut self, url: impl Into<String>) -> Self {
         self.runbook_url = Some(url.into());

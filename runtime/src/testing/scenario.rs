@@ -68,7 +68,9 @@ pub enum ScenarioError {
         phase: String,
     },
     /// The machine rests (nothing to do until the object changes) short of the goal.
-    #[error("the machine rests in {phase} after {at:?}, short of the goal: nothing is left for it to do until the object changes")]
+    #[error(
+        "the machine rests in {phase} after {at:?}, short of the goal: nothing is left for it to do until the object changes"
+    )]
     Idle {
         /// The phase it rests in.
         phase: String,
@@ -76,7 +78,9 @@ pub enum ScenarioError {
         at: Duration,
     },
     /// The engine would step the object again and again without time passing.
-    #[error("the machine took {STEPS_AT_ONE_INSTANT} steps at {at:?} without resting: a handler changes the status at every step")]
+    #[error(
+        "the machine took {STEPS_AT_ONE_INSTANT} steps at {at:?} without resting: a handler changes the status at every step"
+    )]
     Loop {
         /// When, since the start.
         at: Duration,
@@ -243,7 +247,11 @@ where
     fn took(
         &mut self,
         outcome: &Outcome<K>,
-    ) -> (Option<Transition<K::Phase>>, Option<String>, Option<Duration>) {
+    ) -> (
+        Option<Transition<K::Phase>>,
+        Option<String>,
+        Option<Duration>,
+    ) {
         apply(&mut self.object, outcome);
         if let Some(veto) = outcome.vetoed.iter().find(|veto| veto.timeout) {
             // A refused timeout is retried with backoff, as a failure.

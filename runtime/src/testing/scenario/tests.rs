@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 
 use super::{Scenario, ScenarioError};
-use crate::handling::step::Step;
 use crate::handling::context::Context;
+use crate::handling::step::Step;
 use crate::model::next::{Cleanup, Next};
 use crate::test_machines::*;
 use crate::testing::in_phase_since;
@@ -85,7 +85,10 @@ async fn five_failures_back_off_then_the_ten_minute_timeout_fails_the_database()
     let mut run = Scenario::new(&handler, pending_at(start)).starting_at(start);
 
     let took = run
-        .run_until(|phase| phase == DatabasePhase::Failed, Duration::from_secs(3600))
+        .run_until(
+            |phase| phase == DatabasePhase::Failed,
+            Duration::from_secs(3600),
+        )
         .await
         .expect("the timeout fails the Database within the hour");
 
@@ -96,7 +99,10 @@ async fn five_failures_back_off_then_the_ten_minute_timeout_fails_the_database()
         .map(|entry| entry.wait.unwrap())
         .collect();
     let secs = |s: f64| Duration::from_secs_f64(s);
-    assert_eq!(waits, [secs(0.5), secs(1.0), secs(2.0), secs(4.0), secs(8.0)]);
+    assert_eq!(
+        waits,
+        [secs(0.5), secs(1.0), secs(2.0), secs(4.0), secs(8.0)]
+    );
     let accepted = run
         .entries()
         .iter()
@@ -104,7 +110,10 @@ async fn five_failures_back_off_then_the_ten_minute_timeout_fails_the_database()
         .expect("accepted after the failures");
     assert_eq!(accepted.at, secs(15.5), "0.5 + 1 + 2 + 4 + 8 s of backoff");
     let failed = run.entries().last().unwrap();
-    let transition = failed.transition.as_ref().expect("the timeout's transition");
+    let transition = failed
+        .transition
+        .as_ref()
+        .expect("the timeout's transition");
     assert_eq!(transition.reason, "ProvisioningTimedOut");
     assert_eq!(transition.to, DatabasePhase::Failed);
     // The status keeps whole seconds: the timeout falls due within a second of 10 min.
@@ -125,7 +134,10 @@ async fn five_failures_back_off_then_the_ten_minute_timeout_fails_the_database()
         run.entries().len(),
         wall.elapsed()
     );
-    assert!(wall.elapsed() < Duration::from_secs(60), "the scenario slept");
+    assert!(
+        wall.elapsed() < Duration::from_secs(60),
+        "the scenario slept"
+    );
 }
 
 #[tokio::test]
@@ -134,7 +146,10 @@ async fn a_limit_short_of_the_timeout_says_where_the_machine_is() {
     let handler = scripted(0);
     let mut run = Scenario::new(&handler, pending_at(start)).starting_at(start);
     let error = run
-        .run_until(|phase| phase == DatabasePhase::Failed, Duration::from_secs(60))
+        .run_until(
+            |phase| phase == DatabasePhase::Failed,
+            Duration::from_secs(60),
+        )
         .await
         .unwrap_err();
     assert!(matches!(error, ScenarioError::TimedOut { .. }), "{error}");
@@ -153,9 +168,12 @@ async fn the_backoff_follows_its_settings_and_a_change_to_the_object_steps_at_on
         .backoff(Duration::from_secs(1), Duration::from_secs(3))
         .jitter(0.0);
     // Two failures at half the ceiling (0.5 s, 1 s), then Provisioning.
-    run.run_until(|phase| phase == DatabasePhase::Provisioning, Duration::from_secs(10))
-        .await
-        .unwrap();
+    run.run_until(
+        |phase| phase == DatabasePhase::Provisioning,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
     assert_eq!(run.elapsed(), Duration::from_millis(1500));
     // A change to the object (someone edits the spec) is stepped at once, then Provisioning
     // requeues after its 10 s.
