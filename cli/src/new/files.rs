@@ -219,15 +219,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_spec_compiles_and_each_phase_has_its_handler() {
-        let names = Names {
+    /// A namespaced `Site` without the webhook.
+    fn site() -> Names {
+        Names {
             name: "ops".into(),
             group: "example.com".into(),
             kind: "Site".into(),
             namespaced: true,
             webhook: false,
-        };
+        }
+    }
+
+    #[test]
+    fn the_spec_compiles_and_each_phase_has_its_handler() {
+        let names = site();
         let files = files(&names);
         let (path, spec) = files
             .iter()
@@ -251,13 +256,7 @@ mod tests {
 
     #[test]
     fn the_policy_comes_with_the_webhook_only() {
-        let names = Names {
-            name: "ops".into(),
-            group: "example.com".into(),
-            kind: "Site".into(),
-            namespaced: true,
-            webhook: false,
-        };
+        let names = site();
         let files = files(&names);
         assert!(files.iter().all(|(path, _)| !path.starts_with("policies")));
         assert!(files.iter().any(|(path, _)| path == &spec_path(&names)));
