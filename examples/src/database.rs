@@ -2,7 +2,7 @@
 //!
 //! Each Database owns one child, a ConfigMap of the same name that stands in for the database's
 //! pods, and reports where it answers in `status.endpoint`. The handlers are written for API
-//! economy (see ARCHITECTURE.md, API economy): an object reaches `Running` with two status
+//! economy (see the book's internals, "API economy"): an object reaches `Running` with two status
 //! writes and one child write, and a reconcile of a converged object sends nothing at all: the
 //! child is read from the operator's cache and an apply that would change nothing is skipped.
 //!

@@ -1,6 +1,6 @@
 //! The report of the API-economy run: the markdown section (the table of windows and the
-//! per-object limits of ARCHITECTURE.md, "API economy"), whether the run kept within them, and
-//! recording the section in a markdown file.
+//! per-object limits of book/src/internals/engine.md, "API economy"), whether the run kept
+//! within them, and recording the section in a markdown file.
 
 use std::fmt::Write as _;
 use std::time::Duration;
