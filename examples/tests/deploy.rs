@@ -130,6 +130,37 @@ fn the_webhook_objects_fit_together() {
     assert_eq!(yaml(&files["namespace.yaml"])["metadata"]["name"], ns);
 }
 
+#[test]
+fn the_prometheus_overlay_adds_a_service_monitor_of_the_metrics_service() {
+    let files = generate(&SNAPSHOT_ARGS);
+    // The base names no prometheus-operator kind, so `kubectl apply -k` works without it.
+    let base = yaml(&files["kustomization.yaml"]).to_string();
+    assert!(!base.contains("monitor"), "{base}");
+    let overlay = yaml(&files["prometheus/kustomization.yaml"]);
+    assert_eq!(
+        overlay["resources"],
+        serde_json::json!(["..", "service-monitor.yaml"])
+    );
+    let (monitor, service) = (
+        yaml(&files["prometheus/service-monitor.yaml"]),
+        yaml(&files["metrics-service.yaml"]),
+    );
+    assert_eq!(monitor["kind"], "ServiceMonitor");
+    assert_eq!(monitor["metadata"]["namespace"], "kube-fsm-system");
+    for (label, value) in monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("matchLabels")
+    {
+        assert_eq!(&service["metadata"]["labels"][label], value, "{label}");
+    }
+    let port = &monitor["spec"]["endpoints"][0];
+    assert_eq!(port["port"], service["spec"]["ports"][0]["name"]);
+    assert_eq!(
+        (&port["path"], &port["scheme"]),
+        (&"/metrics".into(), &"http".into())
+    );
+}
+
 #[tokio::test]
 async fn the_api_server_accepts_every_object_it_knows_in_a_dry_run() {
     let Some(client) = cluster::client("deploy_dry_run").await else {
@@ -159,7 +190,7 @@ async fn the_api_server_accepts_every_object_it_knows_in_a_dry_run() {
     let mut skipped = Vec::new();
     for (file, text) in files
         .iter()
-        .filter(|(file, _)| *file != "kustomization.yaml")
+        .filter(|(file, _)| !file.ends_with("kustomization.yaml"))
     {
         let object: DynamicObject = serde_saphyr::from_str(text).expect("an object");
         let types = object.types.clone().expect("apiVersion and kind");
@@ -191,8 +222,8 @@ async fn the_api_server_accepts_every_object_it_knows_in_a_dry_run() {
         };
         created.unwrap_or_else(|err| panic!("{file}: the API server refuses it: {err}"));
     }
-    // Kinds the 1.20 server does not serve: cert-manager's (not installed), policy/v1 (1.21+),
-    // ValidatingAdmissionPolicy (1.30+).
+    // Kinds the server does not serve: cert-manager's and prometheus-operator's (not
+    // installed), policy/v1 (1.21+), ValidatingAdmissionPolicy (1.30+).
     eprintln!("not served by this API server, checked for shape only: {skipped:?}");
     let served_policies = discovery
         .resolve_gvk(&GroupVersionKind::gvk(

@@ -20,8 +20,9 @@ fn generate(args: &[&str]) -> BTreeMap<String, String> {
 fn the_checked_in_rules_and_dashboard_are_what_the_example_writes() {
     // The whole folder (its files; `tests/` holds the hand-written promtool tests): a file the
     // example no longer writes, or one it writes that is not checked in, is stale too.
-    let checked_in =
+    let mut checked_in =
         kube_fsm_testkit::files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("monitoring"));
+    checked_in.retain(|file, _| !file.starts_with("tests/"));
     let written = generate(&SNAPSHOT_ARGS);
     let regenerate = format!(
         "regenerate with: cargo run -p kube-fsm-examples --example monitoring -- {} --out examples/monitoring",

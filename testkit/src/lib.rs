@@ -44,26 +44,34 @@ pub fn example_output(name: &str, args: &[&str]) -> std::collections::BTreeMap<S
     files
 }
 
-/// The files directly in `dir` (not its folders), by name.
+/// The files in `dir` and its folders, by their path relative to `dir` (`a/b.yaml`).
 ///
 /// # Panics
 /// When `dir` or one of its files cannot be read.
 #[must_use]
 pub fn files(dir: &std::path::Path) -> std::collections::BTreeMap<String, String> {
-    std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.expect("a folder entry").path())
-        .filter(|path| path.is_file())
-        .map(|path| {
+    let mut found = std::collections::BTreeMap::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in
+            std::fs::read_dir(&folder).unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        {
+            let path = entry.expect("a folder entry").path();
+            if path.is_dir() {
+                folders.push(path);
+                continue;
+            }
             let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
+                .strip_prefix(dir)
+                .expect("below dir")
+                .to_string_lossy()
+                .into_owned();
             let text = std::fs::read_to_string(&path)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            (name, text)
-        })
-        .collect()
+            found.insert(name, text);
+        }
+    }
+    found
 }
 
 /// An example's binary (`examples/examples/NAME.rs`), built beside the running test's by

@@ -341,10 +341,12 @@ pub(crate) struct ManifestsArgs {
     #[arg(long, value_name = "KIND=FILE", value_parser = kind_file)]
     pub admission_policy: Vec<(String, PathBuf)>,
     /// Serve /metrics to authorized scrapers only: adds the TokenReview and
-    /// SubjectAccessReview grants, a metrics-reader ClusterRole and a ServiceMonitor.
+    /// SubjectAccessReview grants and a metrics-reader ClusterRole; the ServiceMonitor then
+    /// scrapes over HTTPS with its token.
     #[arg(long)]
     pub metrics_auth: bool,
-    /// Write one file per object here (default: print them as one YAML stream).
+    /// Write one file per object here, the ServiceMonitor in the prometheus/ overlay (default:
+    /// print them as one YAML stream).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }

@@ -130,10 +130,12 @@ pub(super) fn manifests(app: &App, args: &ManifestsArgs) -> Result<(), CliError>
     }
     if let Some(dir) = &args.out {
         eprintln!(
-            "wrote {} files to {}: kubectl apply -k {}",
+            "wrote {} files to {}: kubectl apply -k {} (where prometheus-operator runs, \
+             kubectl apply -k {} adds its ServiceMonitor)",
             manifests.len(),
             dir.display(),
-            dir.display()
+            dir.display(),
+            dir.join("prometheus").display()
         );
     }
     Ok(())

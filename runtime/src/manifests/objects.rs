@@ -138,25 +138,30 @@ pub(crate) fn metrics_reader(deploy: &Deploy) -> Value {
     })
 }
 
-/// prometheus-operator's ServiceMonitor of the metrics Service, scraping over HTTPS with its
-/// own ServiceAccount's token. The operator's certificate is signed by itself (`run
-/// --metrics-auth` without `--metrics-tls`), so the scraper does not verify it, as
-/// kubebuilder's scaffold does; give `--metrics-tls` a certificate and the scraper its CA to
-/// verify it instead.
+/// prometheus-operator's ServiceMonitor of the metrics Service. Behind authorization
+/// (`metrics_auth`) it scrapes over HTTPS with its own ServiceAccount's token; the operator's
+/// certificate is then signed by itself (`run --metrics-auth` without `--metrics-tls`), so
+/// the scraper does not verify it, as kubebuilder's scaffold does: give `--metrics-tls` a
+/// certificate and the scraper its CA to verify it instead.
 pub(crate) fn service_monitor(deploy: &Deploy) -> Value {
+    let endpoint = if deploy.metrics_auth {
+        json!({
+            "port": "metrics",
+            "path": "/metrics",
+            "scheme": "https",
+            "tlsConfig": { "insecureSkipVerify": true },
+            "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        })
+    } else {
+        json!({ "port": "metrics", "path": "/metrics", "scheme": "http" })
+    };
     json!({
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
         "metadata": { "name": deploy.name, "namespace": deploy.namespace, "labels": deploy.labels() },
         "spec": {
             "selector": { "matchLabels": deploy.labels() },
-            "endpoints": [{
-                "port": "metrics",
-                "path": "/metrics",
-                "scheme": "https",
-                "tlsConfig": { "insecureSkipVerify": true },
-                "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
-            }],
+            "endpoints": [endpoint],
         },
     })
 }
@@ -194,12 +199,12 @@ fn webhook_parts(_: &Deploy) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::manifests::Deploy;
+    use crate::manifests::{Deploy, SERVICE_MONITOR};
     use crate::operator::rbac::Rbac;
     use crate::test_machines::Database;
 
     #[test]
-    fn with_metrics_auth_the_base_grants_the_reviews_and_adds_the_reader_role_and_a_monitor() {
+    fn with_metrics_auth_the_base_grants_the_reviews_and_adds_the_reader_role() {
         let files = |deploy: Deploy| -> Vec<(String, serde_json::Value)> {
             (deploy.manifests::<Database>(&Rbac::default()).into_iter())
                 .map(|m| (m.file, m.object))
@@ -208,7 +213,8 @@ mod tests {
         let open = files(Deploy::new("db", "ops", "image:1"));
         let names: Vec<&str> = open.iter().map(|(f, _)| f.as_str()).collect();
         assert!(names.contains(&"namespace.yaml"), "{names:?}");
-        assert!(!names.contains(&"service-monitor.yaml"), "{names:?}");
+        let open_monitor = &open.iter().find(|(f, _)| f == SERVICE_MONITOR).unwrap().1;
+        assert_eq!(open_monitor["spec"]["endpoints"][0]["scheme"], "http");
         let closed = files(Deploy::new("db", "ops", "image:1").metrics_auth(true));
         let file = |name: &str| {
             closed
@@ -223,7 +229,7 @@ mod tests {
             reader["rules"],
             serde_json::json!([{ "nonResourceURLs": ["/metrics"], "verbs": ["get"] }])
         );
-        let monitor = file("service-monitor.yaml");
+        let monitor = file(SERVICE_MONITOR);
         assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
         assert_eq!(monitor["spec"]["endpoints"][0]["scheme"], "https");
         let deployment = file("deployment.yaml");
