@@ -41,7 +41,8 @@ pub enum Error {
     Condition(#[from] kube_fsm::handler::ConditionError),
 }
 
-struct Handlers;
+#[derive(Debug)]
+pub struct Handlers;
 impl JobHandler for Handlers {
     // one method per non-terminal phase
     type Error = Error;

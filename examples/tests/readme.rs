@@ -1,6 +1,7 @@
 //! The README's quick start is `examples/quickstart.rs` and `specs/job.yaml` of this crate,
-//! word for word: CI compiles the example (`cargo clippy --all-targets`), so the README's code
-//! compiles too.
+//! word for word, and its `main` over the library's command line ends
+//! `examples/quickstart_app.rs`: CI compiles the examples (`cargo clippy --all-targets`), so
+//! the README's code compiles too.
 
 use std::path::Path;
 
@@ -33,5 +34,16 @@ fn the_readme_quick_start_is_the_example_that_ci_compiles() {
         block(&readme, "`specs/job.yaml`:", "yaml"),
         read("specs/job.yaml"),
         "README's spec and examples/specs/job.yaml differ"
+    );
+}
+
+#[test]
+fn the_readme_main_over_the_command_line_is_the_example_that_ci_compiles() {
+    let readme = read("../README.md");
+    let example = read("examples/quickstart_app.rs");
+    let main = block(&readme, "With the feature `cli`", "rust");
+    assert!(
+        example.ends_with(&main),
+        "README's `main` over App and the end of examples/examples/quickstart_app.rs differ"
     );
 }
