@@ -131,7 +131,7 @@ fn the_webhook_objects_fit_together() {
 }
 
 #[test]
-fn the_prometheus_overlay_adds_a_service_monitor_of_the_metrics_service() {
+fn prometheus_holds_a_service_monitor_of_the_metrics_service() {
     let files = generate(&SNAPSHOT_ARGS);
     // The base names no prometheus-operator kind, so `kubectl apply -k` works without it.
     let base = yaml(&files["kustomization.yaml"]).to_string();
@@ -139,7 +139,7 @@ fn the_prometheus_overlay_adds_a_service_monitor_of_the_metrics_service() {
     let overlay = yaml(&files["prometheus/kustomization.yaml"]);
     assert_eq!(
         overlay["resources"],
-        serde_json::json!(["..", "service-monitor.yaml"])
+        serde_json::json!(["service-monitor.yaml"])
     );
     let (monitor, service) = (
         yaml(&files["prometheus/service-monitor.yaml"]),

@@ -345,8 +345,8 @@ pub(crate) struct ManifestsArgs {
     /// scrapes over HTTPS with its token.
     #[arg(long)]
     pub metrics_auth: bool,
-    /// Write one file per object here, the ServiceMonitor in the prometheus/ overlay (default:
-    /// print them as one YAML stream).
+    /// Write one file per object here, the ServiceMonitor in prometheus/ (default: print them
+    /// as one YAML stream).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }

@@ -131,7 +131,7 @@ pub(super) fn manifests(app: &App, args: &ManifestsArgs) -> Result<(), CliError>
     if let Some(dir) = &args.out {
         eprintln!(
             "wrote {} files to {}: kubectl apply -k {} (where prometheus-operator runs, \
-             kubectl apply -k {} adds its ServiceMonitor)",
+             kubectl apply -k {} too: its ServiceMonitor)",
             manifests.len(),
             dir.display(),
             dir.display(),

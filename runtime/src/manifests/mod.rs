@@ -3,9 +3,9 @@
 //! (probes, metrics port, a hardened security context, a termination grace longer than the Lease's renew
 //! deadline), a metrics Service, a PodDisruptionBudget when there is more than one replica,
 //! and with the webhook its Service, registration, cert-manager certificate and a
-//! NetworkPolicy admitting only the webhook's and the metrics' ports. Beside the base, the
-//! `prometheus/` overlay adds prometheus-operator's ServiceMonitor (`kubectl apply -k
-//! DIR/prometheus` where prometheus-operator runs; the base alone applies anywhere).
+//! NetworkPolicy admitting only the webhook's and the metrics' ports. Beside the base,
+//! `prometheus/` holds prometheus-operator's ServiceMonitor (`kubectl apply -k
+//! DIR/prometheus` too where prometheus-operator runs; the base applies anywhere).
 
 mod objects;
 #[cfg(feature = "admission")]
@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::model::state_machine::StateMachine;
 use crate::operator::rbac::Rbac;
 
-/// The ServiceMonitor's file, in the `prometheus/` overlay over the base.
+/// The ServiceMonitor's file, in the `prometheus/` kustomization beside the base.
 pub(crate) const SERVICE_MONITOR: &str = "prometheus/service-monitor.yaml";
 
 /// One file of a kustomize base: its name and the object it holds.
@@ -151,7 +151,8 @@ impl Deploy {
     /// --metrics-auth`, `serve::Endpoints::authorize` with the `serve` feature): its
     /// role may create TokenReviews and SubjectAccessReviews, a `NAME-metrics-reader`
     /// ClusterRole allows `get` on `/metrics` (bind your Prometheus's ServiceAccount to it),
-    /// and the overlay's `ServiceMonitor` scrapes over HTTPS with its ServiceAccount's token.
+    /// and the `ServiceMonitor` (in `prometheus/`) scrapes over HTTPS with its
+    /// ServiceAccount's token.
     #[must_use]
     pub fn metrics_auth(mut self, on: bool) -> Self {
         self.metrics_auth = on;
@@ -176,8 +177,7 @@ impl Deploy {
 
     /// The kustomize base for `K`'s operator with the permissions `rbac`
     /// ([`crate::Operator::rbac`] of the operator as the Deployment runs it), in order, with
-    /// `kustomization.yaml` last, then the `prometheus/` overlay (the base and a
-    /// ServiceMonitor).
+    /// `kustomization.yaml` last, then `prometheus/` (a kustomization of its ServiceMonitor).
     pub fn manifests<K: StateMachine + CustomResourceExt>(&self, rbac: &Rbac) -> Vec<Manifest> {
         let kind = Kind::new(self.crd.clone().unwrap_or_else(crate::model::crd::crd::<K>));
         #[cfg(feature = "admission")]
@@ -192,8 +192,8 @@ impl Deploy {
     /// [`crate::Manager`]): every kind's CRD (`crd-PLURAL.GROUP.yaml`), one ServiceAccount with
     /// `rbac` (the union of the machines' [`crate::Operator::rbac`], [`Rbac::merge`]), one
     /// Deployment, and with the webhook one Service, one certificate and one registration
-    /// with a webhook per kind; in order, with `kustomization.yaml` last, then the
-    /// `prometheus/` overlay. One kind: the same files as [`Deploy::manifests`].
+    /// with a webhook per kind; in order, with `kustomization.yaml` last, then
+    /// `prometheus/`. One kind: the same files as [`Deploy::manifests`].
     pub fn manifests_of(&self, kinds: &[Kind], rbac: &Rbac) -> Vec<Manifest> {
         #[cfg(feature = "admission")]
         let kinds: Vec<Kind> = match &self.webhook {
@@ -286,14 +286,16 @@ impl Deploy {
             object: kustomization,
         });
         // prometheus-operator's kinds exist only where it runs, and `kubectl apply -k` of a
-        // base naming an unknown kind fails: the ServiceMonitor is an overlay of its own.
+        // base naming an unknown kind fails: the ServiceMonitor is a kustomization of its own
+        // beside the base (one inside the base's folder may not name the base: kustomize
+        // refuses the cycle).
         manifests.push(manifest(SERVICE_MONITOR, objects::service_monitor(self)));
         manifests.push(Manifest {
             file: "prometheus/kustomization.yaml".into(),
             object: json!({
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",
-                "resources": ["..", "service-monitor.yaml"],
+                "resources": ["service-monitor.yaml"],
             }),
         });
         manifests
