@@ -2,7 +2,7 @@
 //! example operator (`example-operator`, a process of its own) and the hand-written
 //! `reference-controller` doing the same job, one after the other on the same API server, each
 //! driving N Databases spread over M namespaces from creation to Running. Per operator: time
-//! until all are Running and p50/p99 per object, the operator process's peak RSS and CPU time,
+//! until all are Running and p50/p90/p99 per object, the operator process's peak RSS and CPU time,
 //! the API server's CPU time, and the requests the API server served (its own counters). The
 //! last row is the ratio, so the machine's noise cancels out as far as one run allows.
 //!
@@ -156,6 +156,7 @@ struct Run {
     /// loads the API server slows the creates, and so shortens each object's own latency.
     created: Duration,
     p50: Duration,
+    p90: Duration,
     p99: Duration,
     rss: u64,
     cpu: f64,
@@ -445,6 +446,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
         converge,
         created: created_all,
         p50: percentile(&latencies, 0.5),
+        p90: percentile(&latencies, 0.9),
         p99: percentile(&latencies, 0.99),
         rss,
         cpu,
@@ -461,18 +463,19 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
 fn table(options: &Options, runs: &[Run]) -> String {
     let n = options.objects as f64;
     let mut out = String::from(
-        "| operator | Running | converge s | created s | p50 / p99 s | objects/s | peak RSS MiB | MiB per 1 000 | CPU s | CPU ms per object | API server CPU s | status writes | child writes | GETs | 5xx | 409 | Events | finalizer writes | writes while idle | all deleted s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| operator | Running | converge s | created s | p50 / p90 / p99 s | objects/s | peak RSS MiB | MiB per 1 000 | CPU s | CPU ms per object | API server CPU s | status writes | child writes | GETs | 5xx | 409 | Events | finalizer writes | writes while idle | all deleted s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in runs {
         let q = r.requests;
         out.push_str(&format!(
-            "| {} | {}/{} | {:.1} | {:.1} | {:.2} / {:.2} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |\n",
+            "| {} | {}/{} | {:.1} | {:.1} | {:.2} / {:.2} / {:.2} | {:.0} | {:.0} | {:.1} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |\n",
             r.operator,
             r.running,
             options.objects,
             r.converge.as_secs_f64(),
             r.created.as_secs_f64(),
             r.p50.as_secs_f64(),
+            r.p90.as_secs_f64(),
             r.p99.as_secs_f64(),
             r.running as f64 / r.converge.as_secs_f64().max(0.001),
             r.rss as f64 / 1_048_576.0,
@@ -500,11 +503,12 @@ fn table(options: &Options, runs: &[Run]) -> String {
             }
         };
         out.push_str(&format!(
-            "| ratio {} / {} | | {} | | {} / {} | | {} | | {} | | {} | | | | | | | | | |\n",
+            "| ratio {} / {} | | {} | | {} / {} / {} | | {} | | {} | | {} | | | | | | | | | |\n",
             a.operator,
             b.operator,
             ratio(a.converge.as_secs_f64(), b.converge.as_secs_f64()),
             ratio(a.p50.as_secs_f64(), b.p50.as_secs_f64()),
+            ratio(a.p90.as_secs_f64(), b.p90.as_secs_f64()),
             ratio(a.p99.as_secs_f64(), b.p99.as_secs_f64()),
             ratio(a.rss as f64, b.rss as f64),
             ratio(a.cpu, b.cpu),
