@@ -9,6 +9,7 @@
 //! ```text
 //! scripts/bench-scale-n [--objects N] [--namespaces M] [--events all|warnings|off]
 //!                       [--operators kube-fsm,reference] [--timeout SECS] [--flaky SHARE]
+//!                       [--backlog 1]
 //! ```
 //!
 //! An operator `kube-fsm@concurrency=64+handler-latency=50` runs the example with
@@ -23,6 +24,11 @@
 //! NAME (a before/after pair, or a bisection, in one run). With
 //! replicas, each writes under its own field manager (`kube-fsm-R`), and the harness's own
 //! watch counts the objects whose status more than one replica wrote (from `managedFields`).
+//!
+//! `--backlog 1` creates every object before the operator starts and counts each object's
+//! latency from the operator's start: the same quantity on both sides (in a burst each object's
+//! latency counts from its own create, and the creates go as fast as the operator lets the API
+//! server answer them).
 //!
 //! `--flaky SHARE` puts a flaky API server between each operator and the real one (see
 //! `kube_fsm_benches::flaky`): SHARE of all requests are answered 429, 500 or 503 at random.
@@ -57,6 +63,8 @@ struct Options {
     /// The share of requests a flaky API server refuses (0: none, the operators talk to the
     /// server directly).
     flaky: f64,
+    /// Every object created before the operator starts (`--backlog 1`).
+    backlog: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -67,6 +75,7 @@ fn options() -> Result<Options, String> {
         operators: vec!["kube-fsm".into(), "reference".into()],
         timeout: Duration::from_secs(600),
         flaky: 0.0,
+        backlog: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -95,6 +104,7 @@ fn options() -> Result<Options, String> {
                     .filter(|share| (0.0..1.0).contains(share))
                     .ok_or(format!("{flag}: a share in [0, 1)"))?;
             }
+            "--backlog" => options.backlog = number()? == 1,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -202,6 +212,96 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+/// The example operator's or the reference's processes (`replicas` of them), with the
+/// operator's settings, and their pids.
+fn spawn_operators(
+    program: &str,
+    flags: &[String],
+    replicas: usize,
+    binary: Option<&str>,
+    options: &Options,
+    flaky: &Option<(FlakyProxy, std::path::PathBuf)>,
+) -> Result<(Vec<tokio::process::Child>, Vec<u32>), BoxError> {
+    let mut children = Vec::new();
+    for replica in 0..replicas {
+        let mut command = match program {
+            "kube-fsm" => {
+                let binary = binary.unwrap_or("example-operator");
+                let mut c = tokio::process::Command::new(sibling(binary)?);
+                c.args([
+                    "--metrics-addr",
+                    "127.0.0.1:0",
+                    "--events",
+                    &options.events,
+                    "--identity",
+                    &format!("scale-{replica}"),
+                ]);
+                if replicas > 1 {
+                    // Each replica its own field manager, so that the watch below sees who
+                    // wrote each object's status.
+                    c.args(["--field-manager", &format!("kube-fsm-{replica}")]);
+                }
+                c.args(flags);
+                c
+            }
+            "reference" => {
+                let mut c = tokio::process::Command::new(sibling("reference-controller")?);
+                c.args(flags);
+                c
+            }
+            other => return Err(format!("unknown operator {other}").into()),
+        };
+        if let Some((_, kubeconfig)) = flaky {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        children.push(
+            command
+                .env("RUST_LOG", "error")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()?,
+        );
+    }
+    let pids: Vec<u32> = children
+        .iter()
+        .map(|c| c.id().ok_or("the operator exited at once"))
+        .collect::<Result<_, _>>()?;
+    Ok((children, pids))
+}
+
+/// Creates `objects` Databases over `namespaces`, 50 at a time; when each was answered, by
+/// `namespace/name`.
+async fn create_all(
+    client: &Client,
+    objects: usize,
+    namespaces: &[String],
+) -> Result<Arc<Mutex<HashMap<String, Instant>>>, BoxError> {
+    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    stream::iter(0..objects)
+        .map(|i| {
+            let ns = namespaces[i % namespaces.len()].clone();
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
+            let created = created.clone();
+            async move {
+                let name = format!("db-{i:05}");
+                let mut object = DynamicObject::new(&name, &cluster::example_databases());
+                object.data = json!({ "spec": {} });
+                api.create(&PostParams::default(), &object).await?;
+                created
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(format!("{ns}/{name}"), Instant::now());
+                Ok::<_, kube::Error>(())
+            }
+        })
+        .buffer_unordered(50)
+        .try_collect::<()>()
+        .await?;
+    Ok(created)
+}
+
 async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<Run, BoxError> {
     let mut namespaces = Vec::new();
     for _ in 0..options.namespaces {
@@ -236,53 +336,34 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     } else {
         None
     };
-    let mut children = Vec::new();
-    for replica in 0..replicas {
-        let mut command = match program {
-            "kube-fsm" => {
-                let binary = binary.as_deref().unwrap_or("example-operator");
-                let mut c = tokio::process::Command::new(sibling(binary)?);
-                c.args([
-                    "--metrics-addr",
-                    "127.0.0.1:0",
-                    "--events",
-                    &options.events,
-                    "--identity",
-                    &format!("scale-{replica}"),
-                ]);
-                if replicas > 1 {
-                    // Each replica its own field manager, so that the watch below sees who
-                    // wrote each object's status.
-                    c.args(["--field-manager", &format!("kube-fsm-{replica}")]);
-                }
-                c.args(&flags);
-                c
-            }
-            "reference" => {
-                let mut c = tokio::process::Command::new(sibling("reference-controller")?);
-                c.args(&flags);
-                c
-            }
-            other => return Err(format!("unknown operator {other}").into()),
-        };
-        if let Some((_, kubeconfig)) = &flaky {
-            command.env("KUBECONFIG", kubeconfig);
-        }
-        children.push(
-            command
-                .env("RUST_LOG", "error")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()?,
-        );
-    }
-    let pids: Vec<u32> = children
-        .iter()
-        .map(|c| c.id().ok_or("the operator exited at once"))
-        .collect::<Result<_, _>>()?;
-    // Replicas first share out the shards (a few Lease rounds).
-    tokio::time::sleep(Duration::from_secs(if replicas > 1 { 8 } else { 2 })).await;
+    // In a backlog, the objects first and the operator after them; else the other way round.
+    let backlog = if options.backlog {
+        let created = create_all(client, options.objects, &namespaces).await?;
+        let names: Vec<String> = created
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        names
+    } else {
+        Vec::new()
+    };
+    let started = if options.backlog {
+        None
+    } else {
+        let started = spawn_operators(
+            program,
+            &flags,
+            replicas,
+            binary.as_deref(),
+            options,
+            &flaky,
+        )?;
+        // Replicas first share out the shards (a few Lease rounds).
+        tokio::time::sleep(Duration::from_secs(if replicas > 1 { 8 } else { 2 })).await;
+        Some(started)
+    };
 
     // Who is Running, and since when, seen by a watch of our own; and which field managers
     // wrote each object's status (the replicas', see above).
@@ -330,29 +411,26 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
 
     let before = counters(client).await?;
     let apiserver_before = apiserver_pid().and_then(process_stats).map(|s| s.0);
+    let (mut children, pids) = match started {
+        Some(started) => started,
+        None => spawn_operators(
+            program,
+            &flags,
+            replicas,
+            binary.as_deref(),
+            options,
+            &flaky,
+        )?,
+    };
     let start = Instant::now();
-    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    stream::iter(0..options.objects)
-        .map(|i| {
-            let ns = namespaces[i % namespaces.len()].clone();
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
-            let created = created.clone();
-            async move {
-                let name = format!("db-{i:05}");
-                let mut object = DynamicObject::new(&name, &cluster::example_databases());
-                object.data = json!({ "spec": {} });
-                api.create(&PostParams::default(), &object).await?;
-                created
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(format!("{ns}/{name}"), Instant::now());
-                Ok::<_, kube::Error>(())
-            }
-        })
-        .buffer_unordered(50)
-        .try_collect::<()>()
-        .await?;
+    let created = if options.backlog {
+        // Each object's latency counts from the operator's start.
+        let now = Instant::now();
+        let names = backlog.into_iter().map(|name| (name, now)).collect();
+        Arc::new(Mutex::new(names))
+    } else {
+        create_all(client, options.objects, &namespaces).await?
+    };
     let created_all = start.elapsed();
     let deadline = start + options.timeout;
     let mut killed_at = None;
@@ -532,7 +610,7 @@ fn table(options: &Options, runs: &[Run]) -> String {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let options = options().map_err(|e| format!("{e}\nusage: scale [--objects N] [--namespaces M] [--events all|warnings|off] [--operators kube-fsm,reference] [--timeout SECS] [--flaky SHARE]"))?;
+    let options = options().map_err(|e| format!("{e}\nusage: scale [--objects N] [--namespaces M] [--events all|warnings|off] [--operators kube-fsm,reference] [--timeout SECS] [--flaky SHARE] [--backlog 1]"))?;
     let client = Client::try_default().await?;
     install_crd(&client).await;
     let mut runs = Vec::new();
