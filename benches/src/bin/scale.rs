@@ -336,6 +336,16 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     } else {
         None
     };
+    let spawn = || {
+        spawn_operators(
+            program,
+            &flags,
+            replicas,
+            binary.as_deref(),
+            options,
+            &flaky,
+        )
+    };
     // In a backlog, the objects first and the operator after them; else the other way round.
     let backlog = if options.backlog {
         let created = create_all(client, options.objects, &namespaces).await?;
@@ -352,14 +362,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     let started = if options.backlog {
         None
     } else {
-        let started = spawn_operators(
-            program,
-            &flags,
-            replicas,
-            binary.as_deref(),
-            options,
-            &flaky,
-        )?;
+        let started = spawn()?;
         // Replicas first share out the shards (a few Lease rounds).
         tokio::time::sleep(Duration::from_secs(if replicas > 1 { 8 } else { 2 })).await;
         Some(started)
@@ -413,14 +416,7 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
     let apiserver_before = apiserver_pid().and_then(process_stats).map(|s| s.0);
     let (mut children, pids) = match started {
         Some(started) => started,
-        None => spawn_operators(
-            program,
-            &flags,
-            replicas,
-            binary.as_deref(),
-            options,
-            &flaky,
-        )?,
+        None => spawn()?,
     };
     let start = Instant::now();
     let created = if options.backlog {
