@@ -276,28 +276,17 @@ impl Deploy {
             });
         }
         let resources: Vec<&str> = manifests.iter().map(|m| m.file.as_str()).collect();
-        let kustomization = json!({
-            "apiVersion": "kustomize.config.k8s.io/v1beta1",
-            "kind": "Kustomization",
-            "resources": resources,
-        });
-        manifests.push(Manifest {
-            file: "kustomization.yaml".into(),
-            object: kustomization,
-        });
+        let base = kustomization("kustomization.yaml", &resources);
+        manifests.push(base);
         // prometheus-operator's kinds exist only where it runs, and `kubectl apply -k` of a
         // base naming an unknown kind fails: the ServiceMonitor is a kustomization of its own
         // beside the base (one inside the base's folder may not name the base: kustomize
         // refuses the cycle).
         manifests.push(manifest(SERVICE_MONITOR, objects::service_monitor(self)));
-        manifests.push(Manifest {
-            file: "prometheus/kustomization.yaml".into(),
-            object: json!({
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": ["service-monitor.yaml"],
-            }),
-        });
+        manifests.push(kustomization(
+            "prometheus/kustomization.yaml",
+            &["service-monitor.yaml"],
+        ));
         manifests
     }
 
@@ -305,6 +294,18 @@ impl Deploy {
     pub(crate) fn labels(&self) -> Value {
         json!({ "app.kubernetes.io/name": self.name, "app.kubernetes.io/managed-by": "kube-fsm" })
     }
+}
+
+/// A kustomization of `resources` (paths relative to its own folder), written as `file`.
+fn kustomization(file: &str, resources: &[&str]) -> Manifest {
+    manifest(
+        file,
+        json!({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": resources,
+        }),
+    )
 }
 
 fn manifest(file: &str, object: impl serde::Serialize) -> Manifest {
