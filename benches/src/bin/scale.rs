@@ -441,9 +441,16 @@ async fn run_one(client: &Client, options: &Options, operator: &str) -> Result<R
             killed_at = Some(start.elapsed());
             eprintln!("scale: {operator}: killed replica 0 with {done} Running");
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let converge = start.elapsed();
+    // Converged when the watch saw the last object Running, not when this loop woke up.
+    let converge = {
+        let running = running.lock().unwrap_or_else(PoisonError::into_inner);
+        match running.values().max() {
+            Some(last) if running.len() >= options.objects => last.saturating_duration_since(start),
+            _ => start.elapsed(),
+        }
+    };
     if let Some(at) = killed_at {
         eprintln!(
             "scale: {operator}: replica 0 killed at {:.1} s; all Running {:.1} s after the kill",
