@@ -46,6 +46,34 @@ pub fn svg(dot: &str) -> Result<String, String> {
     .unwrap_or_else(|_| Err("the diagram could not be laid out".to_owned()))
 }
 
+/// The machine drawn twice from its DOT text: as it is, and with a second line under each
+/// phase name holding a slot (`#00000` for the first phase, `#00001` for the second…) that
+/// the runtime fills with the number of objects in the phase. The operator's binary then
+/// carries both pictures as text and links no layout engine.
+///
+/// # Errors
+///
+/// As [`svg`].
+pub fn pictures(dot: &str, phases: &[&str]) -> Result<(String, String), String> {
+    let plain = svg(dot)?;
+    let at = dot.rfind('}').unwrap_or(dot.len());
+    let mut counted = dot[..at].to_owned();
+    for (i, name) in phases.iter().enumerate() {
+        counted.push_str(&format!(
+            "    {name} [label=\"{name}\\n{}\"];\n",
+            count_slot(i)
+        ));
+    }
+    counted.push_str(&dot[at..]);
+    Ok((plain, svg(&counted)?))
+}
+
+/// The text standing for the count of the `index`-th phase in the counted picture: six
+/// characters wide, as wide as a count below a million.
+pub fn count_slot(index: usize) -> String {
+    format!("#{index:05}")
+}
+
 /// The SVG without its XML declaration, scaled down to a narrower page (its own size is the
 /// most it takes), each line trimmed and blank lines dropped: the same drawing, and a single
 /// HTML block for Markdown.
@@ -136,6 +164,17 @@ mod tests {
         let mut sorted: Vec<&str> = style.lines().collect();
         sorted.sort_unstable();
         assert_eq!(style.lines().collect::<Vec<_>>(), sorted, "{style}");
+    }
+
+    #[test]
+    fn the_counted_picture_has_a_slot_under_each_phase() {
+        let (plain, counted) = super::pictures(DOT, &["Pending", "Ready", "Gone"]).unwrap();
+        assert_eq!(plain, svg(DOT).unwrap());
+        for i in 0..3 {
+            let slot = format!(">{}<", super::count_slot(i));
+            assert_eq!(counted.matches(&slot).count(), 1, "{slot} in {counted}");
+        }
+        assert!(!plain.contains(">#0000"), "{plain}");
     }
 
     #[test]

@@ -344,7 +344,15 @@ async fn run(cli: Cli) -> Result<String, Error> {
             } else {
                 None
             };
-            Ok(target.machine.diagram(format.parse()?, counts.as_ref())?)
+            // A description read from the cluster carries no picture: draw its DOT text here.
+            Ok(match format.parse()? {
+                DiagramFormat::Svg => kube_fsm_codegen::picture::svg(
+                    &target
+                        .machine
+                        .diagram(DiagramFormat::Dot, counts.as_ref())?,
+                )?,
+                other => target.machine.diagram(other, counts.as_ref())?,
+            })
         }
     }
 }

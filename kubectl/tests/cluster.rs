@@ -234,7 +234,7 @@ async fn fsm_as(ns: &str, user: &str, groups: &[&str], args: &[&str]) -> (bool, 
 
 #[tokio::test]
 async fn the_webhook_refuses_a_tenant_the_plugins_manual_move_and_pause_and_admits_sre() {
-    use kube_fsm::admission::{FailurePolicy, OperatorIdentity, People, Policy, Rule};
+    use kube_fsm::admission::{FailurePolicy, OperatorIdentity, People, Policy, PolicyRule};
     use kube_fsm_testkit::admission::{self, PROBE};
     let Some(client) = cluster::client("kubectl_fsm::policy").await else {
         return;
@@ -251,7 +251,7 @@ async fn the_webhook_refuses_a_tenant_the_plugins_manual_move_and_pause_and_admi
             field_managers: vec!["kube-fsm".to_owned()],
             trust_field_managers: true,
         },
-        platform: vec![Rule::ManualBy(sre.clone()), Rule::PauseBy(sre)],
+        platform: vec![PolicyRule::ManualBy(sre.clone()), PolicyRule::PauseBy(sre)],
         tiers: Vec::new(),
     };
     let registration =

@@ -94,11 +94,12 @@ pub mod machine {
     };
     pub use crate::model::diagram::{DiagramError, DiagramFormat};
     pub use crate::model::machine::{
-        ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, PhaseData, ReadyData,
-        Requirement, RetiredData, TimeoutData, TriggerData, UnknownPhase,
+        ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, PhaseData, PictureData,
+        ReadyData, Requirement, RetiredData, TimeoutData, TriggerData, UnknownPhase,
     };
     pub use crate::model::next::{Choice, IllegalTarget};
     pub use crate::model::status::PhaseValue;
+    pub use crate::pure::decide::IllegalTransition;
     /// The annotations the engine reads and the conditions it keeps, for tools that read or
     /// set them on stored objects (`kubectl fsm`): the engine's own definitions.
     pub use crate::pure::pause::{
@@ -144,7 +145,7 @@ pub mod metrics {
     //! Prometheus metrics: controller-runtime's names and `kube_fsm_*` ([`Metrics`]); the
     //! alerting and recording rules ([`Alerts`]) and the Grafana dashboard ([`Dashboard`])
     //! written from the spec over them.
-    pub use crate::observe::alerts::{Alerts, Rule, RuleFile, RuleGroup};
+    pub use crate::observe::alerts::{AlertRule, Alerts, RuleFile, RuleGroup};
     pub use crate::observe::dashboard::{Dashboard, Panel};
     pub use crate::observe::metrics::{DEFAULT_NEAR_TIMEOUT, Metrics};
 }
@@ -166,7 +167,7 @@ pub mod __private {
     pub use crate::model::machine::UnknownPhase;
     pub use crate::model::machine::{
         ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, Phase, PhaseData,
-        ReadyData, Requirement, RetiredData, TimeoutData, TriggerData,
+        PictureData, ReadyData, Requirement, RetiredData, TimeoutData, TriggerData,
     };
     pub use crate::model::next::{Choice, Cleanup, IllegalTarget, Next, Verdict};
     pub use crate::model::state_machine::StateMachine;

@@ -57,9 +57,16 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
     let Diagrams {
         mermaid,
         dot,
+        pictures,
         cel_phase_rule,
         cel_first_phase_rule,
     } = &lowered.diagrams;
+    let picture = match pictures {
+        Ok((plain, counted)) => quote!(::core::result::Result::Ok(
+            ::kube_fsm::__private::PictureData { plain: #plain, counted: #counted }
+        )),
+        Err(why) => quote!(::core::result::Result::Err(#why)),
+    };
     let ready = match &machine.ready {
         Some(ready) => {
             let (phases, conditions) = (&ready.phases, &ready.conditions);
@@ -93,6 +100,7 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
             retired: &[#(#retired),*],
             mermaid: #mermaid,
             dot: #dot,
+            picture: #picture,
             cel_phase_rule: #cel_phase_rule,
             cel_first_phase_rule: #cel_first_phase_rule,
             source: #source,

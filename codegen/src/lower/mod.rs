@@ -120,15 +120,23 @@ pub struct Docs {
 pub struct Diagrams {
     pub mermaid: String,
     pub dot: String,
+    /// The SVG pictures, plain and with count slots (see `picture::pictures`), or why the
+    /// machine is not drawn.
+    pub pictures: Result<(String, String), String>,
     pub cel_phase_rule: String,
     pub cel_first_phase_rule: String,
 }
 
 /// The phase enum's doc: the machine drawn (inline SVG: rustdoc shows it without a script),
 /// then its Mermaid text. A drawing that fails leaves the text alone.
-fn phase_enum_doc(kind: &Ident, dot: &str, mermaid: &str) -> String {
-    let picture = crate::picture::svg(dot)
-        .map(|svg| format!("{svg}\n"))
+fn phase_enum_doc(
+    kind: &Ident,
+    pictures: &Result<(String, String), String>,
+    mermaid: &str,
+) -> String {
+    let picture = pictures
+        .as_ref()
+        .map(|(svg, _)| format!("{svg}\n"))
         .unwrap_or_default();
     format!(
         "Phases of [`{kind}`], generated from its state-machine spec.\n\n{picture}```mermaid\n{mermaid}```"
@@ -153,6 +161,7 @@ pub fn lower<'m>(machine: &'m Machine, target: &Target<'_>) -> Lowered<'m> {
         .collect();
     let fire_arms: usize = phases.iter().map(|p| p.events.len()).sum();
     let names: Vec<&str> = machine.phases.iter().map(|p| p.name.as_str()).collect();
+    let pictures = crate::picture::pictures(&dot, &names);
     Lowered {
         machine,
         kind: kind.clone(),
@@ -177,7 +186,7 @@ pub fn lower<'m>(machine: &'m Machine, target: &Target<'_>) -> Lowered<'m> {
         fire_is_total: fire_arms >= count * machine.events.len(),
         phases,
         docs: Docs {
-            phase_enum: phase_enum_doc(kind, &dot, &mermaid),
+            phase_enum: phase_enum_doc(kind, &pictures, &mermaid),
             from_str: format!(
                 "Parses a phase name; the error lists the valid phases ({}).",
                 names.join(", ")
@@ -195,6 +204,7 @@ pub fn lower<'m>(machine: &'m Machine, target: &Target<'_>) -> Lowered<'m> {
         },
         diagrams: Diagrams {
             dot,
+            pictures,
             cel_phase_rule: render::cel_transition_rule(machine),
             cel_first_phase_rule: render::cel_first_phase_rule(machine),
             mermaid,

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::configuration::narrowed;
 use super::owned::{ENGINE_CONDITIONS, OWNED_FIELDS};
-use super::policy::{People, Policy, Rule, Tier};
+use super::policy::{People, Policy, PolicyRule, Tier};
 use super::review::Validator;
 use super::steering::{GUARDED, Steer};
 use crate::model::machine::{MachineData, TriggerData};
@@ -323,18 +323,18 @@ fn validations(machine: &MachineData, policy: &Policy, tier: Option<&Tier>) -> V
     };
     for rule in tier.map_or(&policy.platform, |t| &t.rules) {
         match rule {
-            Rule::OnlyOperatorMovesPhase => checks.push(validation(
+            PolicyRule::OnlyOperatorMovesPhase => checks.push(validation(
                 "variables.isOperator || !variables.moved".to_owned(),
                 refused(&operator, "'change status.phase'"),
             )),
-            Rule::OnlyOperatorEnters(phases) => checks.push(validation(
+            PolicyRule::OnlyOperatorEnters(phases) => checks.push(validation(
                 format!(
                     "variables.isOperator || !variables.moved || !(variables.newPhase in {})",
                     list(phases.iter().map(String::as_str))
                 ),
                 refused(&operator, "'move an object to ' + variables.newPhase"),
             )),
-            Rule::ManualBy(people) => checks.push(validation(
+            PolicyRule::ManualBy(people) => checks.push(validation(
                 format!(
                     "variables.isOperator || !variables.moved || !(variables.manual || variables.outOfUndeclared) || {}",
                     includes(people)
@@ -344,8 +344,8 @@ fn validations(machine: &MachineData, policy: &Policy, tier: Option<&Tier>) -> V
                     "(variables.manual ? 'take the manual transition ' + variables.oldPhase + ' -> ' + variables.newPhase : 'move an object out of ' + variables.oldPhase + ', which the spec does not declare (as a manual transition)')",
                 ),
             )),
-            Rule::PauseBy(people) | Rule::RequestReconcileBy(people) => {
-                let steer = if matches!(rule, Rule::PauseBy(_)) {
+            PolicyRule::PauseBy(people) | PolicyRule::RequestReconcileBy(people) => {
+                let steer = if matches!(rule, PolicyRule::PauseBy(_)) {
                     Steer::Pause
                 } else {
                     Steer::Reconcile
@@ -392,7 +392,7 @@ mod tests {
 
     use super::validating_admission_policies_for;
     use crate::admission::tests_support::MACHINE;
-    use crate::admission::{OperatorIdentity, People, Policy, Rule, Tier, Validator};
+    use crate::admission::{OperatorIdentity, People, Policy, PolicyRule, Tier, Validator};
 
     fn crd() -> CustomResourceDefinition {
         serde_json::from_value(serde_json::json!({
@@ -419,14 +419,14 @@ mod tests {
                 field_managers: Vec::new(),
                 trust_field_managers: false,
             },
-            platform: vec![Rule::ManualBy(People {
+            platform: vec![PolicyRule::ManualBy(People {
                 users: Vec::new(),
                 groups: vec!["sre".into()],
             })],
             tiers: vec![Tier {
                 name: "restricted".into(),
                 namespace_selector: selector("tier", "restricted"),
-                rules: vec![Rule::OnlyOperatorMovesPhase],
+                rules: vec![PolicyRule::OnlyOperatorMovesPhase],
             }],
         }
     }

@@ -314,7 +314,7 @@ pub(super) fn narrowed(selector: &LabelSelector, outer: Option<&LabelSelector>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::policy::{Rule, Tier};
+    use crate::admission::policy::{PolicyRule, Tier};
 
     #[derive(
         kube::CustomResource,
@@ -408,11 +408,11 @@ mod tests {
                 users: vec!["system:serviceaccount:ops:operator".into()],
                 ..Default::default()
             },
-            platform: vec![Rule::OnlyOperatorMovesPhase],
+            platform: vec![PolicyRule::OnlyOperatorMovesPhase],
             tiers: vec![Tier {
                 name: "restricted".into(),
                 namespace_selector: LabelSelector::default(),
-                rules: vec![Rule::OnlyOperatorMovesPhase],
+                rules: vec![PolicyRule::OnlyOperatorMovesPhase],
             }],
         };
         let guarded = validating_webhook_configuration::<Task>(&options, &policy);
@@ -481,7 +481,7 @@ mod tests {
             tiers: vec![Tier {
                 name: "restricted".into(),
                 namespace_selector: selector("tier", "restricted"),
-                rules: vec![Rule::OnlyOperatorMovesPhase],
+                rules: vec![PolicyRule::OnlyOperatorMovesPhase],
             }],
             ..Policy::default()
         };

@@ -49,11 +49,9 @@ pub use configuration::{
     validating_webhook_configuration_of,
 };
 pub use conversion::{CONVERSION_DATA, CONVERSION_ERROR, CONVERT_PATH, Conversions, Converter};
-pub use policy::{OperatorIdentity, People, Policy, PolicyError, Requester, Rule, Tier};
+pub use policy::{OperatorIdentity, People, Policy, PolicyError, PolicyRule, Requester, Tier};
 pub use review::Validator;
-pub use rules::{
-    Move, NOT_SUPPORTED, PHASE_FIELD, Violation, check, classify, is_manual, no_such_transition,
-};
+pub use rules::{Move, NOT_SUPPORTED, PHASE_FIELD, Violation, check, classify, is_manual};
 pub(crate) use server::acceptor;
 pub use server::{Limits, ServeError, Webhook, WebhookHealth, WebhookMetrics};
 pub use tls::{ServingCertificate, TlsError};
@@ -133,6 +131,7 @@ pub(crate) mod tests_support {
         retired: &[],
         mermaid: "",
         dot: "",
+        picture: Err("not drawn"),
         cel_phase_rule: "",
         cel_first_phase_rule: "",
         source: "inline",
@@ -170,6 +169,7 @@ pub(crate) mod tests_support {
         }],
         mermaid: "",
         dot: "",
+        picture: Err("not drawn"),
         cel_phase_rule: "",
         cel_first_phase_rule: "",
         source: "inline",

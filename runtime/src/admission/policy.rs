@@ -35,7 +35,7 @@ pub struct Policy {
     pub operator: OperatorIdentity,
     /// Rules in every namespace the webhook covers (the platform baseline).
     #[serde(default)]
-    pub platform: Vec<Rule>,
+    pub platform: Vec<PolicyRule>,
     /// Rules in the namespaces each tier's selector picks.
     #[serde(default)]
     pub tiers: Vec<Tier>,
@@ -72,13 +72,13 @@ pub struct Tier {
     /// The namespaces of the tier.
     pub namespace_selector: LabelSelector,
     /// The tier's rules.
-    pub rules: Vec<Rule>,
+    pub rules: Vec<PolicyRule>,
 }
 
 /// One rule of a layer. Every rule exempts the operator.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub enum Rule {
+pub enum PolicyRule {
     /// Only the operator sets or changes `status.phase`.
     OnlyOperatorMovesPhase,
     /// Only the operator moves an object into these phases.
@@ -194,7 +194,7 @@ impl Policy {
             {
                 return Err(PolicyError::NobodyNamed(name, what));
             }
-            if let Rule::OnlyOperatorEnters(phases) = rule
+            if let PolicyRule::OnlyOperatorEnters(phases) = rule
                 && let Some(phase) = phases
                     .iter()
                     .find(|p| !machine.phases.iter().any(|d| d.name == p.as_str()))
@@ -276,15 +276,17 @@ impl Policy {
         let operator = || format!("the operator ({})", self.operator.describe());
         for rule in rules {
             match rule {
-                Rule::OnlyOperatorMovesPhase => {
+                PolicyRule::OnlyOperatorMovesPhase => {
                     return forbidden(operator(), "change status.phase".to_owned());
                 }
-                Rule::OnlyOperatorEnters(phases) => {
+                PolicyRule::OnlyOperatorEnters(phases) => {
                     if let Some(new) = new.filter(|n| phases.iter().any(|p| p == n)) {
                         return forbidden(operator(), format!("move an object to {new}"));
                     }
                 }
-                Rule::ManualBy(people) if kind != Move::Engine && !people.include(requester) => {
+                PolicyRule::ManualBy(people)
+                    if kind != Move::Engine && !people.include(requester) =>
+                {
                     let (old, new) = (old.unwrap_or("(none)"), new.unwrap_or("(none)"));
                     let what = if kind == Move::Manual {
                         format!("take the manual transition {old} -> {new}")
@@ -296,7 +298,9 @@ impl Policy {
                     };
                     return forbidden(people.describe(), what);
                 }
-                Rule::ManualBy(_) | Rule::PauseBy(_) | Rule::RequestReconcileBy(_) => {}
+                PolicyRule::ManualBy(_)
+                | PolicyRule::PauseBy(_)
+                | PolicyRule::RequestReconcileBy(_) => {}
             }
         }
         Ok(())
@@ -319,8 +323,8 @@ impl Policy {
         }
         for rule in tier.map_or(&self.platform, |t| &t.rules) {
             let steer = match rule {
-                Rule::PauseBy(_) => Steer::Pause,
-                Rule::RequestReconcileBy(_) => Steer::Reconcile,
+                PolicyRule::PauseBy(_) => Steer::Pause,
+                PolicyRule::RequestReconcileBy(_) => Steer::Reconcile,
                 _ => continue,
             };
             let (Some(changed), Some((people, _, what))) =
@@ -346,26 +350,29 @@ impl Policy {
     /// the engine, so that its webhook must review writes of the resource itself (where
     /// annotations are edited), not only of its status.
     pub fn guards_steering(&self, tier: Option<&Tier>) -> bool {
-        tier.map_or(&self.platform, |t| &t.rules)
-            .iter()
-            .any(|r| matches!(r, Rule::PauseBy(_) | Rule::RequestReconcileBy(_)))
+        tier.map_or(&self.platform, |t| &t.rules).iter().any(|r| {
+            matches!(
+                r,
+                PolicyRule::PauseBy(_) | PolicyRule::RequestReconcileBy(_)
+            )
+        })
     }
 }
 
-impl Rule {
+impl PolicyRule {
     /// The people a rule names, its YAML name and what it lets them do.
     fn people(&self) -> Option<(&People, &'static str, &'static str)> {
         match self {
-            Rule::ManualBy(people) => Some((people, "manualBy", "take manual transitions")),
-            Rule::PauseBy(people) => Some((
+            PolicyRule::ManualBy(people) => Some((people, "manualBy", "take manual transitions")),
+            PolicyRule::PauseBy(people) => Some((
                 people,
                 "pauseBy",
                 "pause or resume an object, or skip its cleanup",
             )),
-            Rule::RequestReconcileBy(people) => {
+            PolicyRule::RequestReconcileBy(people) => {
                 Some((people, "requestReconcileBy", "ask for a reconcile now"))
             }
-            Rule::OnlyOperatorMovesPhase | Rule::OnlyOperatorEnters(_) => None,
+            PolicyRule::OnlyOperatorMovesPhase | PolicyRule::OnlyOperatorEnters(_) => None,
         }
     }
 }

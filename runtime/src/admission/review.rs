@@ -225,7 +225,7 @@ impl Validator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::policy::{OperatorIdentity, Rule};
+    use crate::admission::policy::{OperatorIdentity, PolicyRule};
     use crate::admission::tests_support::{MACHINE, status_update};
 
     fn validator(policy: Policy) -> Validator {
@@ -272,7 +272,7 @@ mod tests {
                 field_managers: vec!["kube-fsm".into()],
                 trust_field_managers: true,
             },
-            platform: vec![Rule::OnlyOperatorEnters(vec!["Failed".into()])],
+            platform: vec![PolicyRule::OnlyOperatorEnters(vec!["Failed".into()])],
             tiers: Vec::new(),
         };
         let validator = validator(policy);

@@ -101,7 +101,11 @@ pub fn check(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> Res
     if legal {
         Ok(())
     } else {
-        Err(Violation::forbidden(no_such_transition(machine, old, new)))
+        Err(Violation::forbidden(description::no_such_transition(
+            machine.kind,
+            old,
+            new,
+        )))
     }
 }
 
@@ -147,11 +151,6 @@ pub fn classify(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> 
 /// Whether `old -> new` is a manual edge of the machine (`manual: true`): only people take it.
 pub fn is_manual(machine: &MachineData, old: Option<&str>, new: Option<&str>) -> bool {
     classify(machine, old, new) == Move::Manual
-}
-
-/// The message of a move that is not an edge, word for word the CEL rule's.
-pub fn no_such_transition(machine: &MachineData, from: &str, to: &str) -> String {
-    description::no_such_transition(machine.kind, from, to)
 }
 
 fn index_of(machine: &MachineData, name: &str) -> Option<usize> {

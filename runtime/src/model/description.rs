@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::machine::{MachineData, TriggerData};
+use crate::model::machine::{MachineData, PictureData, TriggerData};
 
 /// The CRD annotation holding the machine's [`Description`] as JSON.
 pub const MACHINE_ANNOTATION: &str = "kube-fsm.dev/machine";
@@ -44,6 +44,15 @@ pub struct Description {
     /// The machine as a Graphviz digraph.
     #[serde(default)]
     pub dot: String,
+    /// The machine drawn as SVG by the macro, or why it is not. Not in the JSON: a
+    /// description read from the cluster has none (`Err`), and a tool draws its DOT text.
+    #[serde(skip, default = "undrawn")]
+    pub picture: Result<PictureData, &'static str>,
+}
+
+/// Why a description read from JSON has no picture.
+fn undrawn() -> Result<PictureData, &'static str> {
+    Err("a description read from JSON carries no picture: draw its DOT text")
 }
 
 /// One phase.
@@ -221,6 +230,7 @@ impl Description {
                 .collect(),
             mermaid: machine.mermaid.to_owned(),
             dot: machine.dot.to_owned(),
+            picture: machine.picture,
         }
     }
 
@@ -282,9 +292,14 @@ mod tests {
     fn the_description_round_trips_and_checks_moves_as_the_server_does() {
         let described = Description::of(DatabasePhase::MACHINE);
         let json = serde_json::to_string(&described).unwrap();
+        let read = serde_json::from_str::<Description>(&json).unwrap();
+        assert!(described.picture.is_ok() && read.picture.is_err());
         assert_eq!(
-            serde_json::from_str::<Description>(&json).unwrap(),
-            described
+            read,
+            Description {
+                picture: read.picture,
+                ..described.clone()
+            }
         );
         assert!(
             json.contains(r#"{"from":"Failed","to":"Pending","trigger":"manual"}"#),

@@ -51,7 +51,8 @@ impl fmt::Display for DiagramFormat {
     }
 }
 
-/// A diagram that could not be made: an unknown format, or a picture the layout failed on.
+/// A diagram that could not be made: an unknown format, or a picture the macro could not draw
+/// (or a description read from JSON, which carries none).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct DiagramError(String);
@@ -62,7 +63,8 @@ impl Description {
     ///
     /// # Errors
     ///
-    /// Only for [`DiagramFormat::Svg`], when the picture cannot be laid out.
+    /// Only for [`DiagramFormat::Svg`], when the machine has no picture: too large for the
+    /// macro to lay out, or a description read from JSON (draw its DOT text instead).
     pub fn diagram(
         &self,
         format: DiagramFormat,
@@ -72,10 +74,24 @@ impl Description {
             DiagramFormat::Mermaid => Ok(self.counted(&self.mermaid, false, counts)),
             DiagramFormat::Dot => Ok(self.counted(&self.dot, true, counts)),
             DiagramFormat::Svg => {
-                kube_fsm_codegen::picture::svg(&self.counted(&self.dot, true, counts))
-                    .map_err(DiagramError)
+                let picture = self.picture.map_err(|why| DiagramError(why.to_owned()))?;
+                Ok(match counts {
+                    None => picture.plain.to_owned(),
+                    Some(counts) => self.filled(picture.counted, counts),
+                })
             }
         }
+    }
+
+    /// The counted picture with each phase's slot (`#00000` for the first phase…, written by
+    /// the macro) replaced by its number of objects.
+    fn filled(&self, counted: &str, counts: &BTreeMap<String, usize>) -> String {
+        let mut svg = counted.to_owned();
+        for (i, phase) in self.phases.iter().enumerate() {
+            let n = counts.get(&phase.name).copied().unwrap_or(0);
+            svg = svg.replace(&format!(">#{i:05}<"), &format!(">{n}<"));
+        }
+        svg
     }
 
     /// `text` with a label per phase naming its count: a DOT node statement before the closing
@@ -167,5 +183,23 @@ mod tests {
             );
         }
         assert!(svg.contains(">7<"), "{svg}");
+        assert!(!svg.contains(">#0"), "a slot left unfilled: {svg}");
+    }
+
+    #[test]
+    fn the_picture_is_the_macros_and_a_description_from_json_has_none() {
+        let d = description();
+        let plain = d.diagram(DiagramFormat::Svg, None).unwrap();
+        assert_eq!(plain, d.picture.unwrap().plain);
+        assert!(
+            plain.starts_with("<svg ") && !plain.contains(">0<"),
+            "{plain}"
+        );
+        let read: Description = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        let err = read
+            .diagram(DiagramFormat::Svg, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("draw its DOT text"), "{err}");
     }
 }

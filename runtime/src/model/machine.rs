@@ -32,6 +32,8 @@ pub struct MachineData {
     pub mermaid: &'static str,
     /// The machine as a Graphviz DOT digraph.
     pub dot: &'static str,
+    /// The machine drawn as SVG by the macro, or why it is not (too large to lay out).
+    pub picture: Result<PictureData, &'static str>,
     /// The CEL rule for `status.phase`: stay, move along a declared edge, move from a retired
     /// name to the phase it maps to, or leave any other value the spec does not declare.
     pub cel_phase_rule: &'static str,
@@ -40,6 +42,17 @@ pub struct MachineData {
     pub cel_first_phase_rule: &'static str,
     /// Where the spec came from: the spec file's path, or `inline`.
     pub source: &'static str,
+}
+
+/// The machine drawn as SVG at build time: the operator shows it (with live counts) without a
+/// layout engine of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PictureData {
+    /// The picture as the phase enum's documentation shows it.
+    pub plain: &'static str,
+    /// The same machine with a second line under each phase name holding the slot `#00000`
+    /// (first phase), `#00001` (second)… for its number of objects.
+    pub counted: &'static str,
 }
 
 /// What the controller does when it finds a stored phase it did not write that is not a legal

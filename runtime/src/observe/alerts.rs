@@ -26,13 +26,13 @@ pub struct RuleGroup {
     /// The group's name.
     pub name: String,
     /// Its rules, in order.
-    pub rules: Vec<Rule>,
+    pub rules: Vec<AlertRule>,
 }
 
 /// A recording or an alerting rule.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Rule {
+pub enum AlertRule {
     /// Records `expr` as a new series named `record`.
     Record {
         /// The recorded series' name.
@@ -56,19 +56,19 @@ pub enum Rule {
     },
 }
 
-impl Rule {
+impl AlertRule {
     /// The alert's or the recorded series' name.
     pub fn name(&self) -> &str {
         match self {
-            Rule::Record { record, .. } => record,
-            Rule::Alert { alert, .. } => alert,
+            AlertRule::Record { record, .. } => record,
+            AlertRule::Alert { alert, .. } => alert,
         }
     }
 
     /// The PromQL expression.
     pub fn expr(&self) -> &str {
         match self {
-            Rule::Record { expr, .. } | Rule::Alert { expr, .. } => expr,
+            AlertRule::Record { expr, .. } | AlertRule::Alert { expr, .. } => expr,
         }
     }
 }
@@ -266,7 +266,7 @@ impl Alerts {
         })
     }
 
-    fn alerts(&self, machine: &Description, m: &Selectors) -> Vec<Rule> {
+    fn alerts(&self, machine: &Description, m: &Selectors) -> Vec<AlertRule> {
         let kind = &machine.kind;
         // "A Database", "An Overdue"; "a" as the kind's article in a sentence.
         let (an, a) = article(kind);
@@ -509,7 +509,7 @@ impl Alerts {
         summary: String,
         description: String,
         runbook: String,
-    ) -> Rule {
+    ) -> AlertRule {
         let mut labels = BTreeMap::from([("severity".to_owned(), severity.to_owned())]);
         if let Some(machine) = machine {
             labels.insert("machine".to_owned(), machine.to_owned());
@@ -522,7 +522,7 @@ impl Alerts {
         if let Some(url) = &self.runbook_url {
             annotations.insert("runbook_url".to_owned(), url.clone());
         }
-        Rule::Alert {
+        AlertRule::Alert {
             alert: name.to_owned(),
             expr,
             for_: for_.filter(|d| !d.is_zero()).map(duration),
@@ -541,9 +541,9 @@ fn article(word: &str) -> (&'static str, &'static str) {
     }
 }
 
-fn recording(m: &Selectors) -> Vec<Rule> {
+fn recording(m: &Selectors) -> Vec<AlertRule> {
     let c = &m.controller;
-    let record = |record: &str, expr: String| Rule::Record {
+    let record = |record: &str, expr: String| AlertRule::Record {
         record: record.to_owned(),
         expr,
     };
@@ -742,7 +742,7 @@ mod tests {
         Alerts::new().machine::<Database>().webhook(true).rules()
     }
 
-    fn alert<'a>(file: &'a RuleFile, name: &str) -> &'a Rule {
+    fn alert<'a>(file: &'a RuleFile, name: &str) -> &'a AlertRule {
         file.groups
             .iter()
             .flat_map(|g| &g.rules)
@@ -753,7 +753,7 @@ mod tests {
     #[test]
     fn every_phase_gets_the_alert_its_kind_calls_for() {
         let file = alerts();
-        let names: Vec<&str> = file.groups[1].rules.iter().map(Rule::name).collect();
+        let names: Vec<&str> = file.groups[1].rules.iter().map(AlertRule::name).collect();
         assert!(names.contains(&"DatabaseProvisioningNearTimeout"));
         // Pending and Degraded have no timeout and are not steady; Running is ready, Failed terminal.
         assert!(names.contains(&"DatabasePendingStuck"));
@@ -766,7 +766,7 @@ mod tests {
     #[test]
     fn the_texts_come_from_the_spec() {
         let file = alerts();
-        let Rule::Alert {
+        let AlertRule::Alert {
             expr,
             for_,
             annotations,

@@ -25,10 +25,12 @@ use kube::Resource;
 use crate::handling::context::Context;
 use crate::handling::dispatch::Dispatch;
 use crate::handling::step_plan::{self, Plan};
+pub use crate::handling::step_plan::{StepError, Veto};
 use crate::model::conditions::{status_of, truncate};
 use crate::model::machine::{ConditionType, Phase};
 use crate::model::state_machine::StateMachine;
 use crate::model::status::{MachineStatus, PhaseValue};
+pub use crate::pure::decide::Transition;
 
 /// What one step did.
 #[derive(Debug, Clone)]
@@ -63,63 +65,6 @@ impl<K: StateMachine> Outcome<K> {
     /// The conditions after the step.
     pub fn conditions(&self) -> &[Condition] {
         &self.machine().conditions
-    }
-}
-
-/// A move a step made.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Transition<P> {
-    /// The stored phase it left (`None` for a new object, `Unknown` for an undeclared one).
-    pub from: Option<PhaseValue<P>>,
-    /// The phase it entered.
-    pub to: P,
-    /// The Kubernetes Event reason: the event name, the timeout reason, or `PhaseChanged`.
-    pub reason: &'static str,
-}
-
-/// A transition `before_transition` refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Veto<P> {
-    /// The phase the object stays in.
-    pub from: P,
-    /// The refused target.
-    pub to: P,
-    /// Why, as `before_transition` said.
-    pub message: String,
-    /// Whether it was the phase's timeout that was refused.
-    pub timeout: bool,
-}
-
-/// Why a step failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StepError<E: std::error::Error + 'static> {
-    /// A phase handler or hook failed.
-    #[error("handler failed: {0}")]
-    Handler(#[source] E),
-    /// A handler chose a target the spec does not allow (only possible by bypassing the typed
-    /// API): the engine would refuse it and write nothing.
-    #[error("illegal transition {from} -> {to}: the spec declares no such edge")]
-    Illegal {
-        /// The phase the object is in.
-        from: &'static str,
-        /// The refused target.
-        to: &'static str,
-    },
-    /// The status could not be encoded as JSON.
-    #[error("cannot encode the status: {0}")]
-    Encode(#[source] serde_json::Error),
-}
-
-impl<E: std::error::Error + 'static> From<step_plan::StepError<E>> for StepError<E> {
-    fn from(error: step_plan::StepError<E>) -> Self {
-        match error {
-            step_plan::StepError::Handler(error) => Self::Handler(error),
-            step_plan::StepError::Illegal(illegal) => Self::Illegal {
-                from: illegal.from,
-                to: illegal.to,
-            },
-            step_plan::StepError::Encode(error) => Self::Encode(error),
-        }
     }
 }
 
@@ -197,21 +142,8 @@ impl<K: StateMachine> From<Plan<K>> for Outcome<K> {
         };
         Outcome {
             phase,
-            transition: plan.transition.map(|t| Transition {
-                from: t.from,
-                to: t.to,
-                reason: t.reason,
-            }),
-            vetoed: plan
-                .vetoed
-                .into_iter()
-                .map(|v| Veto {
-                    from: v.from,
-                    to: v.to,
-                    message: v.message,
-                    timeout: v.timeout,
-                })
-                .collect(),
+            transition: plan.transition,
+            vetoed: plan.vetoed,
             requeue: plan.requeue,
             writes_status: plan.patch.is_some(),
             patch: plan.patch,

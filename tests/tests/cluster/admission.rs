@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, CustomResourceExt, Resource, ResourceExt};
-use kube_fsm::admission::{FailurePolicy, OperatorIdentity, Policy, Rule, Tier};
+use kube_fsm::admission::{FailurePolicy, OperatorIdentity, Policy, PolicyRule, Tier};
 use kube_fsm::{Phase, StateMachine};
 use kube_fsm_testkit::admission::{self, PROBE};
 use kube_fsm_testkit::cluster::{self, client, install_crd, install_crds, wait_phase};
@@ -225,14 +225,14 @@ fn layered_policy() -> Policy {
             field_managers: vec!["kube-fsm".to_owned()],
             trust_field_managers: true,
         },
-        platform: vec![Rule::OnlyOperatorEnters(vec!["Failed".to_owned()])],
+        platform: vec![PolicyRule::OnlyOperatorEnters(vec!["Failed".to_owned()])],
         tiers: vec![Tier {
             name: "restricted".to_owned(),
             namespace_selector: serde_json::from_value(
                 serde_json::json!({ "matchLabels": { "tier": "restricted" } }),
             )
             .expect("selector"),
-            rules: vec![Rule::OnlyOperatorMovesPhase],
+            rules: vec![PolicyRule::OnlyOperatorMovesPhase],
         }],
     }
 }

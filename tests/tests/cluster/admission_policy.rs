@@ -16,7 +16,8 @@ use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use kube::{Api, Client};
 use kube_fsm::Phase;
 use kube_fsm::admission::{
-    OperatorIdentity, People, Policy, Rule, Tier, Validator, validating_admission_policies_for,
+    OperatorIdentity, People, Policy, PolicyRule, Tier, Validator,
+    validating_admission_policies_for,
 };
 use kube_fsm_testkit::admission;
 use kube_fsm_testkit::cluster::{self, client, client_as, eventually, install_crds};
@@ -47,9 +48,9 @@ fn policy() -> Policy {
             trust_field_managers: false,
         },
         platform: vec![
-            Rule::OnlyOperatorEnters(vec!["Failed".into()]),
-            Rule::ManualBy(sre()),
-            Rule::PauseBy(sre()),
+            PolicyRule::OnlyOperatorEnters(vec!["Failed".into()]),
+            PolicyRule::ManualBy(sre()),
+            PolicyRule::PauseBy(sre()),
         ],
         tiers: vec![Tier {
             name: "restricted".into(),
@@ -58,8 +59,8 @@ fn policy() -> Policy {
                 ..Default::default()
             },
             rules: vec![
-                Rule::OnlyOperatorMovesPhase,
-                Rule::RequestReconcileBy(People {
+                PolicyRule::OnlyOperatorMovesPhase,
+                PolicyRule::RequestReconcileBy(People {
                     users: vec!["carol".into()],
                     groups: Vec::new(),
                 }),

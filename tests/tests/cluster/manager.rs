@@ -133,7 +133,7 @@ async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     use kube::api::DeleteParams;
     use kube_fsm::admission::{
-        Endpoint, OperatorIdentity, Policy, Rule, ServingCertificate, Validator, Webhook,
+        Endpoint, OperatorIdentity, Policy, PolicyRule, ServingCertificate, Validator, Webhook,
         WebhookOptions, conversion_webhook, validating_webhook_configuration_for,
     };
     use kube_fsm_testkit::admission::{SCOPE_LABEL, namespace};
@@ -151,7 +151,7 @@ async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
             field_managers: vec!["kube-fsm".into()],
             trust_field_managers: true,
         },
-        platform: vec![Rule::OnlyOperatorEnters(vec![phase.into()])],
+        platform: vec![PolicyRule::OnlyOperatorEnters(vec![phase.into()])],
         tiers: Vec::new(),
     };
     let database_policy = only_the_operator_enters("Provisioning");

@@ -9,7 +9,7 @@
 
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use kube_fsm::admission::{FailurePolicy, OperatorIdentity, People, Policy, Rule};
+use kube_fsm::admission::{FailurePolicy, OperatorIdentity, People, Policy, PolicyRule};
 use kube_fsm::handler::ConditionError;
 use kube_fsm::{Next, Step};
 use kube_fsm_testkit::admission::{self, PROBE};
@@ -84,7 +84,7 @@ fn sre_policy() -> Policy {
             field_managers: vec!["kube-fsm".to_owned()],
             trust_field_managers: true,
         },
-        platform: vec![Rule::ManualBy(People {
+        platform: vec![PolicyRule::ManualBy(People {
             users: Vec::new(),
             groups: vec!["sre".to_owned()],
         })],
@@ -261,7 +261,7 @@ async fn a_gate_only_people_open_is_no_first_phase_and_only_approvers_open_it() 
     install_crds(&admin).await;
     let ns = admission::namespace(&admin, "manual-gate", &[]).await;
     let mut policy = sre_policy();
-    policy.platform = vec![Rule::ManualBy(People {
+    policy.platform = vec![PolicyRule::ManualBy(People {
         users: Vec::new(),
         groups: vec!["approvers".to_owned()],
     })];
@@ -374,7 +374,7 @@ async fn the_way_out_of_a_phase_the_spec_dropped_is_taken_only_by_the_people_man
         cluster::hand_edit(&api, name, json!({ "phase": "Archived" })).await;
     }
     let mut policy = sre_policy();
-    policy.platform = vec![Rule::ManualBy(People {
+    policy.platform = vec![PolicyRule::ManualBy(People {
         users: Vec::new(),
         groups: vec!["approvers".to_owned()],
     })];

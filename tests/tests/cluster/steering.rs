@@ -7,7 +7,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
-use kube_fsm::admission::{FailurePolicy, OperatorIdentity, People, Policy, Rule, Tier};
+use kube_fsm::admission::{FailurePolicy, OperatorIdentity, People, Policy, PolicyRule, Tier};
 use kube_fsm_testkit::admission::{self, PROBE};
 use kube_fsm_testkit::cluster::{client, client_as, install_crds};
 use kube_fsm_testkit::resources::*;
@@ -30,14 +30,14 @@ fn policy() -> Policy {
             field_managers: vec!["kube-fsm".to_owned()],
             trust_field_managers: true,
         },
-        platform: vec![Rule::RequestReconcileBy(sre())],
+        platform: vec![PolicyRule::RequestReconcileBy(sre())],
         tiers: vec![Tier {
             name: "restricted".to_owned(),
             namespace_selector: LabelSelector {
                 match_labels: Some([("tier".to_owned(), "restricted".to_owned())].into()),
                 ..LabelSelector::default()
             },
-            rules: vec![Rule::PauseBy(sre())],
+            rules: vec![PolicyRule::PauseBy(sre())],
         }],
     }
 }

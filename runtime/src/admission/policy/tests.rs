@@ -108,7 +108,7 @@ fn policies_are_checked_against_the_machine() {
     let machine = &crate::admission::tests_support::MACHINE;
     assert_eq!(policy().check(machine), Ok(()));
     let mut unknown = policy();
-    unknown.platform = vec![Rule::OnlyOperatorEnters(vec!["Paused".into()])];
+    unknown.platform = vec![PolicyRule::OnlyOperatorEnters(vec!["Paused".into()])];
     assert!(matches!(
         unknown.check(machine),
         Err(PolicyError::UnknownPhase { .. })
@@ -136,7 +136,7 @@ fn policies_are_checked_against_the_machine() {
 /// `Failed -> Pending` manual).
 fn sre_only() -> Policy {
     let mut policy = policy();
-    policy.platform = vec![Rule::ManualBy(People {
+    policy.platform = vec![PolicyRule::ManualBy(People {
         users: vec!["bob".into()],
         groups: vec!["sre".into()],
     })];
@@ -198,7 +198,7 @@ fn manual_transitions_are_taken_by_the_people_named_and_never_by_the_operator() 
     );
     assert_eq!(out(OPERATOR), Ok(()));
     let mut nobody = sre_only();
-    nobody.platform = vec![Rule::ManualBy(People::default())];
+    nobody.platform = vec![PolicyRule::ManualBy(People::default())];
     assert_eq!(
         nobody.check(&crate::admission::tests_support::MACHINE),
         Err(PolicyError::NobodyNamed(
@@ -217,7 +217,7 @@ fn a_manual_by_rule_reads_from_yaml() {
     .unwrap();
     assert_eq!(
         policy.platform,
-        [Rule::ManualBy(People {
+        [PolicyRule::ManualBy(People {
             users: vec![],
             groups: vec!["sre".into()]
         })]
