@@ -32,7 +32,7 @@
 #![deny(missing_docs)]
 
 // The layers, bottom to top: model, pure, observe, watch, ha, handling, engine, operator (then
-// admission, manager, serve, manifests and testing); each names only those below it (checked by `scripts/layers`). What
+// admission, manager, serve, generate, cli and testing); each names only those below it (checked by `scripts/layers`). What
 // users see is below: about fifteen items at the root and a module per topic, each item
 // reachable by one path.
 #[cfg(feature = "admission")]
@@ -40,10 +40,10 @@ pub mod admission;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod engine;
+mod generate;
 mod ha;
 mod handling;
 mod manager;
-mod manifests;
 mod model;
 mod observe;
 mod operator;
@@ -137,7 +137,7 @@ pub mod deploy {
     //! from its own wiring ([`crate::Operator::rbac`], [`crate::Operator::needs`]), as Roles,
     //! ClusterRoles and bindings for its ServiceAccount, and the kustomize base that runs it
     //! ([`Deploy::manifests`]).
-    pub use crate::manifests::{Deploy, Kind, Manifest};
+    pub use crate::generate::manifests::{Deploy, Kind, Manifest};
     pub use crate::operator::rbac::{Permission, Rbac, RbacObjects, Scope, Verb};
 }
 
@@ -145,8 +145,8 @@ pub mod metrics {
     //! Prometheus metrics: controller-runtime's names and `kube_fsm_*` ([`Metrics`]); the
     //! alerting and recording rules ([`Alerts`]) and the Grafana dashboard ([`Dashboard`])
     //! written from the spec over them.
-    pub use crate::observe::alerts::{AlertRule, Alerts, RuleFile, RuleGroup};
-    pub use crate::observe::dashboard::{Dashboard, Panel};
+    pub use crate::generate::alerts::{AlertRule, Alerts, RuleFile, RuleGroup};
+    pub use crate::generate::dashboard::{Dashboard, Panel};
     pub use crate::observe::metrics::{DEFAULT_NEAR_TIMEOUT, Metrics};
 }
 

@@ -11,10 +11,10 @@ use super::args::{
 };
 use super::{App, CliError};
 use crate::admission::{Policy, validating_admission_policies_for};
-use crate::manifests::{Deploy, Kind, Manifest};
+use crate::generate::alerts::Alerts;
+use crate::generate::dashboard::Dashboard;
+use crate::generate::manifests::{Deploy, Kind, Manifest};
 use crate::model::diagram::DiagramFormat;
-use crate::observe::alerts::Alerts;
-use crate::observe::dashboard::Dashboard;
 use crate::operator::rbac::Rbac;
 
 /// The port the Deployment's webhook listens on.

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::json;
 
 use crate::admission::{Endpoint, FailurePolicy, Policy, WebhookOptions};
-use crate::manifests::{Deploy, Kind, Manifest};
+use crate::generate::manifests::{Deploy, Kind, Manifest};
 
 /// Where the Pod finds the serving certificate (`tls.crt`, `tls.key`).
 pub(crate) const CERT_DIR: &str = "/etc/webhook/tls";
@@ -202,7 +202,7 @@ fn network_policy(deploy: &Deploy, served: &Served) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use crate::admission::{FailurePolicy, Policy};
-    use crate::manifests::Deploy;
+    use crate::generate::manifests::Deploy;
     use crate::operator::rbac::Rbac;
     use crate::test_machines::Database;
 

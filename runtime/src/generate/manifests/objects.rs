@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::manifests::Deploy;
+use crate::generate::manifests::Deploy;
 use crate::operator::rbac::{Rbac, Scope, Verb};
 
 /// The operator's namespace, so that the base applies to a fresh cluster.
@@ -199,7 +199,7 @@ fn webhook_parts(_: &Deploy) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::manifests::{Deploy, SERVICE_MONITOR};
+    use crate::generate::manifests::{Deploy, SERVICE_MONITOR};
     use crate::operator::rbac::Rbac;
     use crate::test_machines::Database;
 

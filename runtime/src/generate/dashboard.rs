@@ -6,9 +6,9 @@
 
 use serde_json::{Value, json};
 
+use crate::generate::alerts::Selectors;
 use crate::model::description::Description;
 use crate::model::state_machine::StateMachine;
-use crate::observe::alerts::Selectors;
 use crate::pure::label::dns_label;
 
 /// The dashboard of one or more machines.
