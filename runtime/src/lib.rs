@@ -138,7 +138,8 @@ pub mod deploy {
     //! ClusterRoles and bindings for its ServiceAccount, and the kustomize base that runs it
     //! ([`Deploy::manifests`]).
     pub use crate::generate::manifests::{Deploy, Kind, Manifest};
-    pub use crate::operator::rbac::{Permission, Rbac, RbacObjects, Scope, Verb};
+    pub use crate::generate::rbac::RbacObjects;
+    pub use crate::operator::rbac::{Permission, Rbac, Scope, Verb};
 }
 
 pub mod metrics {
