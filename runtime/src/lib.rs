@@ -32,9 +32,9 @@
 #![deny(missing_docs)]
 
 // The layers, bottom to top: model, pure, observe, watch, ha, handling, engine, operator (then
-// admission, manager, serve, generate, cli and testing); each names only those below it (checked by `scripts/layers`). What
-// users see is below: about fifteen items at the root and a module per topic, each item
-// reachable by one path.
+// admission, manager, serve, generate, cli and testing); each names only those below it
+// (checked by `scripts/layers`). What users see is below: about fifteen items at the root and
+// a module per topic, each item reachable by one path.
 #[cfg(feature = "admission")]
 pub mod admission;
 #[cfg(feature = "cli")]
