@@ -11,7 +11,7 @@
 
 use std::process::ExitCode;
 
-use kube_fsm::cli::App;
+use kube_fsm_app::App;
 use kube_fsm_examples::database::{self, Handlers};
 
 fn main() -> ExitCode {

@@ -14,9 +14,11 @@ use std::time::Duration;
 
 use clap::Parser;
 use kube_fsm::machine::{Description, DiagramFormat};
-use kube_fsm::metrics::{Alerts, DEFAULT_NEAR_TIMEOUT, Dashboard};
+use kube_fsm::metrics::DEFAULT_NEAR_TIMEOUT;
 use kube_fsm_examples::BoxError;
 use kube_fsm_examples::database::{Database, DatabasePhase};
+use kube_fsm_generate::alerts::Alerts;
+use kube_fsm_generate::dashboard::Dashboard;
 
 /// Writes the rules, the dashboard and the picture of the Database operator.
 #[derive(Debug, Parser)]

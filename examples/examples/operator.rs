@@ -15,7 +15,7 @@
 
 use std::process::ExitCode;
 
-use kube_fsm::cli::App;
+use kube_fsm_app::App;
 use kube_fsm_examples::{database, riskengine};
 
 fn main() -> ExitCode {

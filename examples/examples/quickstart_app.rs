@@ -1,5 +1,5 @@
 //! The README's quick start with the library's command line as its `main`: below the imports,
-//! the README's block after "With the feature `cli`", word for word (a test checks it), over
+//! the README's block after "With `kube-fsm-app`", word for word (a test checks it), over
 //! the quick start's own types.
 
 #[path = "quickstart.rs"]
@@ -11,7 +11,7 @@ use kube::runtime::watcher;
 use quickstart::{Handlers, Job};
 
 fn main() -> std::process::ExitCode {
-    kube_fsm::cli::App::new("job-operator") // names the Lease, ServiceAccount, roles, Deployment
+    kube_fsm_app::App::new("job-operator") // names the Lease, ServiceAccount, roles, Deployment
         .machine(|client| {
             kube_fsm::Operator::<Job, Handlers>::new(client, Handlers)
                 .owns::<Pod>(watcher::Config::default())

@@ -12,7 +12,7 @@
 
 use std::process::ExitCode;
 
-use kube_fsm::cli::App;
+use kube_fsm_app::App;
 use kube_fsm_examples::riskengine::{self, Handlers};
 
 fn main() -> ExitCode {

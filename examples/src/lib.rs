@@ -7,7 +7,7 @@
 //!   `specs/riskengine.yaml`: a version allow-list in the platform's namespace, children that
 //!   must not leak across tenants.
 //!
-//! The examples' `main`s run them on the library's command line (`kube_fsm::cli::App`).
+//! The examples' `main`s run them on the library's command line (`kube_fsm_app::App`).
 
 pub mod database;
 pub mod riskengine;

@@ -41,7 +41,7 @@ fn the_readme_quick_start_is_the_example_that_ci_compiles() {
 fn the_readme_main_over_the_command_line_is_the_example_that_ci_compiles() {
     let readme = read("../README.md");
     let example = read("examples/quickstart_app.rs");
-    let main = block(&readme, "With the feature `cli`", "rust");
+    let main = block(&readme, "With `kube-fsm-app`", "rust");
     assert!(
         example.ends_with(&main),
         "README's `main` over App and the end of examples/examples/quickstart_app.rs differ"

@@ -32,15 +32,13 @@
 #![deny(missing_docs)]
 
 // The layers, bottom to top: model, pure, observe, watch, ha, handling, engine, operator (then
-// admission, manager, serve, generate, cli and testing); each names only those below it
-// (checked by `scripts/layers`). What users see is below: about fifteen items at the root and
+// admission, manager, serve and testing); each names only those below it (checked by
+// `scripts/layers`). The generators (`kube-fsm-generate`) and the command line
+// (`kube-fsm-app`) are crates above this one. What users see is below: about fifteen items at the root and
 // a module per topic, each item reachable by one path.
 #[cfg(feature = "admission")]
 pub mod admission;
-#[cfg(feature = "cli")]
-pub mod cli;
 mod engine;
-mod generate;
 mod ha;
 mod handling;
 mod manager;
@@ -129,26 +127,21 @@ pub mod controller {
     pub use crate::ha::shard::{ShardKey, Sharding, shard_of};
     pub use crate::manager::Readiness;
     pub use crate::operator::{DEFAULT_CONCURRENCY, RateLimitError, Replicas, owner_reference};
+    pub use crate::pure::label::dns_label;
     pub use crate::watch::health::{Connection, Health};
 }
 
-pub mod deploy {
-    //! Deploying an operator with least privilege: the RBAC permissions it needs, computed
-    //! from its own wiring ([`crate::Operator::rbac`], [`crate::Operator::needs`]), as Roles,
-    //! ClusterRoles and bindings for its ServiceAccount, and the kustomize base that runs it
-    //! ([`Deploy::manifests`]).
-    pub use crate::generate::manifests::{Deploy, Kind, Manifest};
-    pub use crate::generate::rbac::RbacObjects;
+pub mod rbac {
+    //! Least privilege: the RBAC permissions an operator needs, computed from its own wiring
+    //! ([`crate::Operator::rbac`], [`crate::Operator::needs`]); `kube-fsm-generate` writes them
+    //! as Roles, ClusterRoles and bindings for its ServiceAccount.
     pub use crate::operator::rbac::{Permission, Rbac, Scope, Verb};
 }
 
 pub mod metrics {
-    //! Prometheus metrics: controller-runtime's names and `kube_fsm_*` ([`Metrics`]); the
-    //! alerting and recording rules ([`Alerts`]) and the Grafana dashboard ([`Dashboard`])
-    //! written from the spec over them.
-    pub use crate::generate::alerts::{AlertRule, Alerts, RuleFile, RuleGroup};
-    pub use crate::generate::dashboard::{Dashboard, Panel};
-    pub use crate::observe::metrics::{DEFAULT_NEAR_TIMEOUT, Metrics};
+    //! Prometheus metrics: controller-runtime's names and `kube_fsm_*` ([`Metrics`]);
+    //! `kube-fsm-generate` writes alerting and recording rules and a Grafana dashboard over them.
+    pub use crate::observe::metrics::{DEFAULT_NEAR_TIMEOUT, Metrics, UNDECLARED};
 }
 
 #[cfg(feature = "otlp")]

@@ -18,7 +18,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::client::{Body, ClientBuilder};
 use kube::{Api, Client};
-use kube_fsm::deploy::RbacObjects;
+use kube_fsm_generate::rbac::RbacObjects;
 use tower::Service;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -3,7 +3,7 @@
 
 /// `text` in lower case, every character outside `[a-z0-9]` a dash, at most `max` characters,
 /// no dash at either end: a DNS label's part.
-pub(crate) fn dns_label(text: &str, max: usize) -> String {
+pub fn dns_label(text: &str, max: usize) -> String {
     let label: String = text
         .chars()
         .map(|c| {

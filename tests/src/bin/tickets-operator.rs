@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use kube_fsm::Operator;
-use kube_fsm::cli::{App, Machine};
+use kube_fsm_app::{App, Machine};
 use kube_fsm_testkit::tickets::{self, v1};
 
 fn main() -> ExitCode {

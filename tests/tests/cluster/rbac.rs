@@ -18,9 +18,10 @@ use kube_fsm::admission::{
     validating_webhook_configuration,
 };
 use kube_fsm::controller::{Connection, LeaderElection, Readiness, Sharding};
-use kube_fsm::deploy::{Rbac, Verb};
+use kube_fsm::rbac::{Rbac, Verb};
 use kube_fsm_examples::database::{self, Database, Handlers};
 use kube_fsm_examples::riskengine::{self, RiskEngine};
+use kube_fsm_generate::rbac::RbacObjects;
 use kube_fsm_testkit::admission;
 use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
 use kube_fsm_testkit::operator::Running;
@@ -39,7 +40,7 @@ where
     K: kube_fsm::Reconcilable<H>,
     H: Send + Sync + 'static,
 {
-    service_account::grant(admin, &rbac.objects(ns, "operator", ns), account).await;
+    service_account::grant(admin, &RbacObjects::new(rbac, ns, "operator", ns), account).await;
     Running::spawn(operator)
 }
 
@@ -169,7 +170,7 @@ async fn the_database_operator_runs_as_its_service_account_with_leader_election_
     let _ = Api::<ValidatingWebhookConfiguration>::all(admin.clone())
         .delete(&name, &DeleteParams::default())
         .await;
-    service_account::revoke(&admin, &rbac.objects(&ns, "operator", &ns)).await;
+    service_account::revoke(&admin, &RbacObjects::new(&rbac, &ns, "operator", &ns)).await;
     assert_no_forbidden(&tally, "Database with leader election and webhook");
 }
 
@@ -325,7 +326,12 @@ async fn without_rule(admin: Client, subject: Subject, rule: usize, verb: Option
     };
     let verbs: Vec<&str> = removed.iter().map(|v| v.as_str()).collect();
     let described = format!("{group} {} [{}]", missing.resource, verbs.join(", "));
-    service_account::grant(&admin, &rbac.objects(&ns, "operator", &ns), &client).await;
+    service_account::grant(
+        &admin,
+        &RbacObjects::new(&rbac, &ns, "operator", &ns),
+        &client,
+    )
+    .await;
     let (readiness, running) = subject.start(&client, &ns);
     subject.create(&admin, &ns).await;
     let names = |reason: &str| {
@@ -453,7 +459,12 @@ async fn both_machines_in_one_process_run_as_one_service_account_with_the_union_
             .replicas(election())
             .rbac(),
     );
-    service_account::grant(&admin, &rbac.objects(&ns, "operator", &ns), &client).await;
+    service_account::grant(
+        &admin,
+        &RbacObjects::new(&rbac, &ns, "operator", &ns),
+        &client,
+    )
+    .await;
     let running = Running::manager(
         kube_fsm::Manager::new(client.clone())
             .machine(databases)

@@ -42,8 +42,8 @@
 //! value the spec does not declare (one label for all of them). No label names an object, so
 //! the series are bounded by the spec and the namespaces. The namespace label is
 //! `object_namespace`, not `namespace`, which Prometheus's Kubernetes discovery gives the
-//! scraped pod. [`Alerts`](crate::metrics::Alerts) and
-//! [`Dashboard`](crate::metrics::Dashboard) are written over these series.
+//! scraped pod. `kube-fsm-generate`'s alerting rules and dashboard are written over these
+//! series.
 //!
 //! `controller` is the kind in lower case (controller-runtime's default name), `machine` the
 //! kind. One [`Metrics`] serves every controller of a process (each adds its labels):
@@ -80,7 +80,8 @@ mod recorder;
 mod tally;
 
 use cache::CacheCollector;
-pub(crate) use recorder::{MachineMetrics, ReconcileResult, UNDECLARED};
+pub use recorder::UNDECLARED;
+pub(crate) use recorder::{MachineMetrics, ReconcileResult};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {

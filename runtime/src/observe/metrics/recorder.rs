@@ -51,7 +51,7 @@ pub(super) fn phase_label<P: Phase>(phase: &PhaseValue<P>) -> &'static str {
 }
 
 /// The `phase` label value of every stored phase the spec does not declare.
-pub(crate) const UNDECLARED: &str = "Unknown";
+pub const UNDECLARED: &str = "Unknown";
 
 impl PhaseLabels {
     pub(super) fn new(machine: &'static str, phase: &str) -> Self {

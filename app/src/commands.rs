@@ -10,12 +10,12 @@ use super::args::{
     registration,
 };
 use super::{App, CliError};
-use crate::admission::{Policy, validating_admission_policies_for};
-use crate::generate::alerts::Alerts;
-use crate::generate::dashboard::Dashboard;
-use crate::generate::manifests::{Deploy, Kind, Manifest};
-use crate::model::diagram::DiagramFormat;
-use crate::operator::rbac::Rbac;
+use kube_fsm::admission::{Policy, validating_admission_policies_for};
+use kube_fsm::machine::DiagramFormat;
+use kube_fsm::rbac::Rbac;
+use kube_fsm_generate::alerts::Alerts;
+use kube_fsm_generate::dashboard::Dashboard;
+use kube_fsm_generate::manifests::{Deploy, Kind, Manifest};
 
 /// The port the Deployment's webhook listens on.
 const WEBHOOK_PORT: u16 = 9443;

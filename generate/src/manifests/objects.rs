@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::generate::manifests::Deploy;
-use crate::operator::rbac::{Rbac, Scope, Verb};
+use crate::manifests::Deploy;
+use kube_fsm::rbac::{Rbac, Scope, Verb};
 
 /// The operator's namespace, so that the base applies to a fresh cluster.
 pub(crate) fn namespace(deploy: &Deploy) -> Value {
@@ -179,7 +179,6 @@ pub(crate) fn disruption_budget(deploy: &Deploy) -> Value {
 }
 
 /// The webhook's port, certificate mount and volume in the Pod (none without a webhook).
-#[cfg(feature = "admission")]
 fn webhook_parts(deploy: &Deploy) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
     use super::webhook::{CERT_DIR, secret};
     let Some(served) = &deploy.webhook else {
@@ -192,16 +191,11 @@ fn webhook_parts(deploy: &Deploy) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
     )
 }
 
-#[cfg(not(feature = "admission"))]
-fn webhook_parts(_: &Deploy) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
-    Default::default()
-}
-
 #[cfg(test)]
 mod tests {
-    use crate::generate::manifests::{Deploy, SERVICE_MONITOR};
-    use crate::operator::rbac::Rbac;
+    use crate::manifests::{Deploy, SERVICE_MONITOR};
     use crate::test_machines::Database;
+    use kube_fsm::rbac::Rbac;
 
     #[test]
     fn with_metrics_auth_the_base_grants_the_reviews_and_adds_the_reader_role() {

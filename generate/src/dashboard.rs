@@ -2,20 +2,20 @@
 //! machine with the phase funnel, objects per phase per namespace, the oldest object of each
 //! phase and how far into its timeout, transitions per edge, reconcile latency and errors,
 //! drift, convergence lag, the API writes and the pacing limit, and the replicas' holdings.
-//! Every panel's query reads a metric of [`crate::observe::metrics`].
+//! Every panel's query reads a metric of [`kube_fsm::metrics`].
 
 use serde_json::{Value, json};
 
-use crate::generate::alerts::Selectors;
-use crate::model::description::Description;
-use crate::model::state_machine::StateMachine;
-use crate::pure::label::dns_label;
+use crate::alerts::Selectors;
+use kube_fsm::StateMachine;
+use kube_fsm::controller::dns_label;
+use kube_fsm::machine::Description;
 
 /// The dashboard of one or more machines.
 ///
 /// ```no_run
 /// # fn demo<K: kube_fsm::StateMachine>() -> serde_json::Result<()> {
-/// let dashboard = kube_fsm::metrics::Dashboard::new("Databases").machine::<K>();
+/// let dashboard = kube_fsm_generate::dashboard::Dashboard::new("Databases").machine::<K>();
 /// std::fs::write("dashboard.json", serde_json::to_string_pretty(&dashboard.json())?)
 ///     .expect("written"); // import it in Grafana, or provision it
 /// # Ok(()) }
@@ -62,7 +62,7 @@ impl Dashboard {
         self
     }
 
-    /// Label matchers added to every selector (as [`crate::metrics::Alerts::matchers`]).
+    /// Label matchers added to every selector (as [`crate::alerts::Alerts::matchers`]).
     #[must_use]
     pub fn matchers(mut self, matchers: impl Into<String>) -> Self {
         self.matchers = matchers.into();

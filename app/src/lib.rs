@@ -1,4 +1,6 @@
-//! The operator's command line (feature `cli`, on clap): a user's `main` is the [`App`] over
+//! # kube-fsm-app
+//!
+//! An operator's command line (on clap): a user's `main` is the [`App`] over
 //! its machines, and the one binary runs them (`run`), installs their CRDs (`crd`), deploys
 //! itself with least privilege (`manifests`), watches itself (`monitoring`), draws its machines
 //! (`diagram`), checks a cluster before an upgrade (`check`) and completes in a shell
@@ -9,7 +11,7 @@
 //! # where A: kube_fsm::Reconcilable<HA> + kube::CustomResourceExt, HA: Send + Sync + 'static,
 //! #       B: kube_fsm::Reconcilable<HB> + kube::CustomResourceExt, HB: Send + Sync + 'static {
 //! use kube_fsm::Operator;
-//! use kube_fsm::cli::App;
+//! use kube_fsm_app::App;
 //!
 //! App::new("db-operator")
 //!     .machine(move |client| Operator::<A, HA>::new(client, a()))
@@ -21,6 +23,8 @@
 //! Every flag can also come from an environment variable (`--namespace` from
 //! `KUBE_FSM_NAMESPACE`, and so on: `--help` names each). The Deployment that `manifests`
 //! writes passes `run` the arguments [`RunArgs::to_args`] renders from the same typed flags.
+
+#![deny(missing_docs)]
 
 mod args;
 mod check;
@@ -40,8 +44,8 @@ pub use args::{LogFormat, Register, RunArgs};
 use machine::Entry;
 pub use machine::Machine;
 
-use crate::engine::Reconcilable;
-use crate::operator::Operator;
+use kube_fsm::Operator;
+use kube_fsm::Reconcilable;
 
 /// Why a command failed: a sentence for the person who ran it.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,6 @@
 //! Prometheus alerting and recording rules written from the spec ([`Alerts`]): each alert's
 //! text comes from the machine (the phase's description, its timeout, the edges that should
-//! have moved the object), each query reads a metric of [`crate::observe::metrics`]. The same
+//! have moved the object), each query reads a metric of [`kube_fsm::metrics`]. The same
 //! rules as a rules file ([`Alerts::rules`]) or as prometheus-operator's `PrometheusRule`
 //! ([`Alerts::prometheus_rule`]).
 
@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::model::description::{Description, PhaseDescription, TriggerDescription};
-use crate::model::state_machine::StateMachine;
+use kube_fsm::StateMachine;
+use kube_fsm::machine::{Description, PhaseDescription, TriggerDescription};
 
 /// A Prometheus rules file: `groups:` of rules.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -78,7 +78,7 @@ impl AlertRule {
 /// ```no_run
 /// # fn demo<K: kube_fsm::StateMachine>() -> serde_json::Result<()> {
 /// use std::time::Duration;
-/// let alerts = kube_fsm::metrics::Alerts::new()
+/// let alerts = kube_fsm_generate::alerts::Alerts::new()
 ///     .machine::<K>()
 ///     .near_timeout(0.8, Duration::from_secs(60))
 ///     .stuck_after(Duration::from_secs(3600))
@@ -372,7 +372,7 @@ impl Alerts {
             &format!("{kind}HeldInUndeclaredPhase"),
             format!(
                 "sum by (machine) ({}) > 0",
-                m.phase("kube_fsm_objects", crate::observe::metrics::UNDECLARED)
+                m.phase("kube_fsm_objects", kube_fsm::metrics::UNDECLARED)
             ),
             Some(self.sustained),
             "warning",

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use super::CliError;
-use crate::admission::Policy;
+use kube_fsm::admission::Policy;
 
 /// The operator's command line.
 #[derive(Debug, Parser)]
@@ -154,9 +154,9 @@ impl RunArgs {
     /// How the replicas of the operator `name` share the work, as these flags say: one Lease,
     /// one shard set (both named `name`, in the Lease namespace: `--lease-namespace`, else the
     /// watched namespace, else `default`), or one replica.
-    pub(crate) fn replicas(&self, name: &str) -> crate::operator::Replicas {
-        use crate::ha::leader::LeaderElection;
-        use crate::ha::shard::Sharding;
+    pub(crate) fn replicas(&self, name: &str) -> kube_fsm::controller::Replicas {
+        use kube_fsm::controller::LeaderElection;
+        use kube_fsm::controller::Sharding;
         use std::time::Duration;
         let namespace = (self.lease_namespace.as_deref())
             .or(self.namespace.as_deref())
@@ -177,7 +177,7 @@ impl RunArgs {
                     None => sharding.into(),
                 }
             }
-            (false, None) => crate::operator::Replicas::One,
+            (false, None) => kube_fsm::controller::Replicas::One,
         }
     }
 
@@ -290,11 +290,11 @@ pub(crate) fn registration(
     fail_open: bool,
     namespace_label: Option<&(String, String)>,
 ) -> (
-    crate::admission::FailurePolicy,
+    kube_fsm::admission::FailurePolicy,
     Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 ) {
-    use crate::admission::FailurePolicy;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use kube_fsm::admission::FailurePolicy;
     let failure = if fail_open {
         FailurePolicy::Ignore
     } else {

@@ -16,7 +16,7 @@ use prometheus_client::registry::Registry;
 
 use super::args::{Register, RunArgs, read_policy, registration};
 use super::{App, CliError};
-use crate::admission::{
+use kube_fsm::admission::{
     Endpoint, Policy, ServingCertificate, Webhook, WebhookHealth, WebhookMetrics, WebhookOptions,
     conversion_webhook, validating_webhook_configuration_of,
 };

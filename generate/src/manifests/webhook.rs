@@ -7,8 +7,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::json;
 
-use crate::admission::{Endpoint, FailurePolicy, Policy, WebhookOptions};
-use crate::generate::manifests::{Deploy, Kind, Manifest};
+use crate::manifests::{Deploy, Kind, Manifest};
+use kube_fsm::admission::{Endpoint, FailurePolicy, Policy, WebhookOptions};
 
 /// Where the Pod finds the serving certificate (`tls.crt`, `tls.key`).
 pub(crate) const CERT_DIR: &str = "/etc/webhook/tls";
@@ -95,7 +95,7 @@ pub(crate) fn converting(
     if crd.spec.versions.len() < 2 {
         return crd;
     }
-    let mut crd = crate::admission::conversion_webhook(crd, &served.options);
+    let mut crd = kube_fsm::admission::conversion_webhook(crd, &served.options);
     crd.metadata
         .annotations
         .get_or_insert_with(Default::default)
@@ -165,7 +165,7 @@ pub(crate) fn manifests(deploy: &Deploy, served: &Served, kinds: &[Kind]) -> Vec
 /// One registration with a webhook (or one per tier) for each kind.
 fn registration(deploy: &Deploy, served: &Served, kinds: &[Kind]) -> serde_json::Value {
     let kinds: Vec<_> = kinds.iter().map(|k| (&k.crd, &k.policy)).collect();
-    let registration = crate::admission::validating_webhook_configuration_of(
+    let registration = kube_fsm::admission::validating_webhook_configuration_of(
         &kinds,
         &served.options,
         &service(deploy),
@@ -201,16 +201,16 @@ fn network_policy(deploy: &Deploy, served: &Served) -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
-    use crate::admission::{FailurePolicy, Policy};
-    use crate::generate::manifests::Deploy;
-    use crate::operator::rbac::Rbac;
+    use crate::manifests::Deploy;
     use crate::test_machines::Database;
+    use kube_fsm::admission::{FailurePolicy, Policy};
+    use kube_fsm::rbac::Rbac;
 
     #[test]
     fn a_crd_of_several_versions_converts_through_the_webhook_and_is_reviewed_in_each() {
-        let mut older = crate::crd::<Database>();
+        let mut older = kube_fsm::crd::<Database>();
         older.spec.versions[0].name = "v1alpha1".into();
-        let crd = crate::crd_versions(vec![older, crate::crd::<Database>()], "v1").unwrap();
+        let crd = kube_fsm::crd_versions(vec![older, kube_fsm::crd::<Database>()], "v1").unwrap();
         let deploy = Deploy::new("db", "ops", "image:1").crd(crd).webhook(
             9443,
             Policy::default(),

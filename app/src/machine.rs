@@ -6,12 +6,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::core::ApiResource;
 use kube::{Client, CustomResourceExt, Resource};
 
-use crate::admission::{Converter, Policy, PolicyError, Validator};
-use crate::engine::Reconcilable;
-use crate::manager::Manager;
-use crate::model::description::Description;
-use crate::operator::rbac::Rbac;
-use crate::operator::{Operator, Replicas};
+use kube_fsm::Manager;
+use kube_fsm::Operator;
+use kube_fsm::Reconcilable;
+use kube_fsm::admission::{Converter, Policy, PolicyError, Validator};
+use kube_fsm::controller::Replicas;
+use kube_fsm::machine::Description;
+use kube_fsm::rbac::Rbac;
 
 /// A machine for [`App::machine_with`](super::App::machine_with): its operator's builder, and what the
 /// commands need beyond its types (`App::machine` takes the builder alone).
@@ -48,8 +49,8 @@ where
         }
     }
 
-    /// Installs `crd` instead of [`crate::crd()`] of `K` (its several versions, say:
-    /// [`crate::crd_versions`]).
+    /// Installs `crd` instead of [`kube_fsm::crd()`] of `K` (its several versions, say:
+    /// [`kube_fsm::crd_versions`]).
     #[must_use]
     pub fn crd(mut self, crd: CustomResourceDefinition) -> Self {
         self.crd = Some(crd);
@@ -108,7 +109,7 @@ where
     }
 
     fn crd(&self) -> CustomResourceDefinition {
-        self.crd.clone().unwrap_or_else(crate::model::crd::crd::<K>)
+        self.crd.clone().unwrap_or_else(kube_fsm::crd::<K>)
     }
 
     fn description(&self) -> Description {

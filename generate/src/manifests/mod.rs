@@ -1,5 +1,5 @@
 //! The manifests that deploy an operator: a kustomize base with the CRDs, its Namespace, the
-//! ServiceAccount, the least-privilege RBAC of [`crate::Operator::rbac`], the Deployment
+//! ServiceAccount, the least-privilege RBAC of [`kube_fsm::Operator::rbac`], the Deployment
 //! (probes, metrics port, a hardened security context, a termination grace longer than the Lease's renew
 //! deadline), a metrics Service, a PodDisruptionBudget when there is more than one replica,
 //! and with the webhook its Service, registration, cert-manager certificate and a
@@ -8,7 +8,6 @@
 //! DIR/prometheus` too where prometheus-operator runs; the base applies anywhere).
 
 mod objects;
-#[cfg(feature = "admission")]
 mod webhook;
 
 use std::time::Duration;
@@ -17,8 +16,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
-use crate::model::state_machine::StateMachine;
-use crate::operator::rbac::Rbac;
+use kube_fsm::StateMachine;
+use kube_fsm::rbac::Rbac;
+
+use crate::rbac::RbacObjects;
 
 /// The ServiceMonitor's file, in the `prometheus/` kustomization beside the base.
 pub(crate) const SERVICE_MONITOR: &str = "prometheus/service-monitor.yaml";
@@ -38,8 +39,7 @@ pub struct Manifest {
 #[derive(Clone, Debug)]
 pub struct Kind {
     crd: CustomResourceDefinition,
-    #[cfg(feature = "admission")]
-    policy: crate::admission::Policy,
+    policy: kube_fsm::admission::Policy,
 }
 
 impl Kind {
@@ -47,15 +47,13 @@ impl Kind {
     pub fn new(crd: CustomResourceDefinition) -> Self {
         Kind {
             crd,
-            #[cfg(feature = "admission")]
-            policy: crate::admission::Policy::default(),
+            policy: kube_fsm::admission::Policy::default(),
         }
     }
 
     /// Its webhook serves `policy` (whose tiers the registration reflects).
-    #[cfg(feature = "admission")]
     #[must_use]
-    pub fn policy(mut self, policy: crate::admission::Policy) -> Self {
+    pub fn policy(mut self, policy: kube_fsm::admission::Policy) -> Self {
         self.policy = policy;
         self
     }
@@ -76,7 +74,6 @@ pub struct Deploy {
     pub(crate) crd: Option<CustomResourceDefinition>,
     /// `/metrics` serves only authorized scrapers.
     pub(crate) metrics_auth: bool,
-    #[cfg(feature = "admission")]
     pub(crate) webhook: Option<webhook::Served>,
     /// ValidatingAdmissionPolicies and their bindings, as JSON.
     pub(crate) admission_policies: Vec<Value>,
@@ -102,14 +99,13 @@ impl Deploy {
             renew_deadline: Duration::from_secs(10),
             crd: None,
             metrics_auth: false,
-            #[cfg(feature = "admission")]
             webhook: None,
             admission_policies: Vec::new(),
         }
     }
 
-    /// Deploys `crd` instead of [`crate::crd()`] of the resource, e.g. its several versions
-    /// ([`crate::crd_versions`]). With the webhook ([`Deploy::webhook`]) and more than one
+    /// Deploys `crd` instead of [`kube_fsm::crd()`] of the resource, e.g. its several versions
+    /// ([`kube_fsm::crd_versions`]). With the webhook ([`Deploy::webhook`]) and more than one
     /// version, the CRD's conversions go to the webhook's Service (`/convert`, the CA injected
     /// by cert-manager), and the registration reviews every served version.
     #[must_use]
@@ -176,11 +172,10 @@ impl Deploy {
     }
 
     /// The kustomize base for `K`'s operator with the permissions `rbac`
-    /// ([`crate::Operator::rbac`] of the operator as the Deployment runs it), in order, with
+    /// ([`kube_fsm::Operator::rbac`] of the operator as the Deployment runs it), in order, with
     /// `kustomization.yaml` last, then `prometheus/` (a kustomization of its ServiceMonitor).
     pub fn manifests<K: StateMachine + CustomResourceExt>(&self, rbac: &Rbac) -> Vec<Manifest> {
-        let kind = Kind::new(self.crd.clone().unwrap_or_else(crate::model::crd::crd::<K>));
-        #[cfg(feature = "admission")]
+        let kind = Kind::new(self.crd.clone().unwrap_or_else(kube_fsm::crd::<K>));
         let kind = match &self.webhook {
             Some(served) => kind.policy(served.policy.clone()),
             None => kind,
@@ -189,13 +184,12 @@ impl Deploy {
     }
 
     /// The kustomize base of an operator running several machines in one process (a
-    /// [`crate::Manager`]): every kind's CRD (`crd-PLURAL.GROUP.yaml`), one ServiceAccount with
-    /// `rbac` (the union of the machines' [`crate::Operator::rbac`], [`Rbac::merge`]), one
+    /// [`kube_fsm::Manager`]): every kind's CRD (`crd-PLURAL.GROUP.yaml`), one ServiceAccount with
+    /// `rbac` (the union of the machines' [`kube_fsm::Operator::rbac`], [`Rbac::merge`]), one
     /// Deployment, and with the webhook one Service, one certificate and one registration
     /// with a webhook per kind; in order, with `kustomization.yaml` last, then
     /// `prometheus/`. One kind: the same files as [`Deploy::manifests`].
     pub fn manifests_of(&self, kinds: &[Kind], rbac: &Rbac) -> Vec<Manifest> {
-        #[cfg(feature = "admission")]
         let kinds: Vec<Kind> = match &self.webhook {
             Some(served) => kinds
                 .iter()
@@ -226,7 +220,7 @@ impl Deploy {
         if self.metrics_auth {
             rbac.merge(&objects::metrics_auth_rbac());
         }
-        let roles = rbac.objects(&self.name, &self.name, &self.namespace);
+        let roles = RbacObjects::new(&rbac, &self.name, &self.name, &self.namespace);
         let rbac_files: [(&str, Vec<Value>); 4] = [
             ("cluster-role", values(&roles.cluster_roles)),
             ("cluster-role-binding", values(&roles.cluster_role_bindings)),
@@ -260,7 +254,6 @@ impl Deploy {
                 objects::disruption_budget(self),
             ));
         }
-        #[cfg(feature = "admission")]
         if let Some(served) = &self.webhook {
             manifests.extend(webhook::manifests(self, served, &kinds));
         }

@@ -5,10 +5,11 @@ use std::process::ExitCode;
 
 use super::args::RunArgs;
 use super::{App, CliError, logging, webhook};
-use crate::admission::ServingCertificate;
-use crate::manager::Manager;
-use crate::operator::{Replicas, Stopped};
-use crate::serve::Endpoints;
+use kube_fsm::Manager;
+use kube_fsm::Stopped;
+use kube_fsm::admission::ServingCertificate;
+use kube_fsm::controller::Replicas;
+use kube_fsm::serve::Endpoints;
 
 /// Runs the operator; exit code 1 when this replica lost its Lease (to be restarted).
 pub(super) fn run(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
@@ -21,8 +22,7 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
         .await
         .map_err(|err| CliError::Cluster(err.to_string()))?;
     // Without kube's own retry of 429/503/504: the engine paces and retries on what it sees.
-    let client =
-        crate::watch::client::client(config).map_err(|err| CliError::Cluster(err.to_string()))?;
+    let client = kube_fsm::client(config).map_err(|err| CliError::Cluster(err.to_string()))?;
     let namespace = args.namespace.as_deref();
     let mut manager = Manager::new(client.clone());
     for machine in &app.machines {
