@@ -154,9 +154,9 @@ impl RunArgs {
     /// How the replicas of the operator `name` share the work, as these flags say: one Lease,
     /// one shard set (both named `name`, in the Lease namespace: `--lease-namespace`, else the
     /// watched namespace, else `default`), or one replica.
-    pub(crate) fn replicas(&self, name: &str) -> kube_fsm::controller::Replicas {
-        use kube_fsm::controller::LeaderElection;
-        use kube_fsm::controller::Sharding;
+    pub(crate) fn replicas(&self, name: &str) -> kube_fsm::replicas::Replicas {
+        use kube_fsm::replicas::LeaderElection;
+        use kube_fsm::replicas::Sharding;
         use std::time::Duration;
         let namespace = (self.lease_namespace.as_deref())
             .or(self.namespace.as_deref())
@@ -177,7 +177,7 @@ impl RunArgs {
                     None => sharding.into(),
                 }
             }
-            (false, None) => kube_fsm::controller::Replicas::One,
+            (false, None) => kube_fsm::replicas::Replicas::One,
         }
     }
 

@@ -12,7 +12,7 @@ use super::args::{
 use super::{App, CliError};
 use kube_fsm::admission::{Policy, validating_admission_policies_for};
 use kube_fsm::machine::DiagramFormat;
-use kube_fsm::rbac::Rbac;
+use kube_fsm::operator::rbac::Rbac;
 use kube_fsm_generate::alerts::Alerts;
 use kube_fsm_generate::dashboard::Dashboard;
 use kube_fsm_generate::manifests::{Deploy, Kind, Manifest};

@@ -10,9 +10,9 @@ use kube_fsm::Manager;
 use kube_fsm::Operator;
 use kube_fsm::Reconcilable;
 use kube_fsm::admission::{Converter, Policy, PolicyError, Validator};
-use kube_fsm::controller::Replicas;
 use kube_fsm::machine::Description;
-use kube_fsm::rbac::Rbac;
+use kube_fsm::operator::rbac::Rbac;
+use kube_fsm::replicas::Replicas;
 
 /// A machine for [`App::machine_with`](super::App::machine_with): its operator's builder, and what the
 /// commands need beyond its types (`App::machine` takes the builder alone).

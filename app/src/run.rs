@@ -8,7 +8,7 @@ use super::{App, CliError, logging, webhook};
 use kube_fsm::Manager;
 use kube_fsm::Stopped;
 use kube_fsm::admission::ServingCertificate;
-use kube_fsm::controller::Replicas;
+use kube_fsm::replicas::Replicas;
 use kube_fsm::serve::Endpoints;
 
 /// Runs the operator; exit code 1 when this replica lost its Lease (to be restarted).

@@ -38,7 +38,7 @@ pub enum Error {
     #[error(transparent)]
     Child(#[from] kube_fsm::handler::ContextError),
     #[error(transparent)]
-    Condition(#[from] kube_fsm::handler::ConditionError),
+    Condition(#[from] kube_fsm::machine::ConditionError),
 }
 
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kube_fsm::controller::{ShardKey, Sharding};
+use kube_fsm::replicas::{ShardKey, Sharding};
 use kube_fsm_examples::BoxError;
 use kube_fsm_examples::database::{self, Handlers};
 use prometheus_client::registry::Registry;

@@ -27,8 +27,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DeleteParams;
 use kube::runtime::watcher;
 use kube::{Api, Client, CustomResource, ResourceExt};
-use kube_fsm::handler::ConditionError;
 use kube_fsm::handler::ContextError;
+use kube_fsm::machine::ConditionError;
 use kube_fsm::{Cleanup, MachineStatus, Next, Operator, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -291,7 +291,7 @@ mod tests {
     use std::sync::Arc;
 
     use k8s_openapi::jiff::Timestamp;
-    use kube_fsm::handler::Cache;
+    use kube_fsm::watch::Cache;
     use kube_fsm::{Context, testing};
     use kube_fsm_testkit::canned::{self, failure};
 
@@ -330,8 +330,7 @@ mod tests {
     fn stored_child(db: &Database) -> ConfigMap {
         let mut child = desired_child(db);
         child.metadata.namespace = db.namespace();
-        child.metadata.owner_references =
-            kube_fsm::controller::owner_reference(db).map(|o| vec![o]);
+        child.metadata.owner_references = kube_fsm::operator::owner_reference(db).map(|o| vec![o]);
         child.metadata.resource_version = Some("5".into());
         child
     }

@@ -22,8 +22,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DeleteParams;
 use kube::runtime::watcher;
 use kube::{Api, Client, CustomResource, ResourceExt};
-use kube_fsm::handler::ConditionError;
 use kube_fsm::handler::ContextError;
+use kube_fsm::machine::ConditionError;
 use kube_fsm::{Cleanup, MachineStatus, Next, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -475,7 +475,7 @@ pub fn crd()
 #[cfg(test)]
 mod tests {
     use k8s_openapi::jiff::Timestamp;
-    use kube_fsm::handler::Cache;
+    use kube_fsm::watch::Cache;
     use kube_fsm::{Context, testing};
 
     use super::*;

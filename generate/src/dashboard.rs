@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use crate::alerts::Selectors;
 use kube_fsm::StateMachine;
-use kube_fsm::controller::dns_label;
 use kube_fsm::machine::Description;
+use kube_fsm::replicas::dns_label;
 
 /// The dashboard of one or more machines.
 ///

@@ -8,7 +8,7 @@ use k8s_openapi::api::rbac::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use kube_fsm::rbac::{Permission, Rbac, Scope};
+use kube_fsm::operator::rbac::{Permission, Rbac, Scope};
 
 /// The RBAC objects granting an [`Rbac`] to one ServiceAccount.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -100,7 +100,7 @@ impl RbacObjects {
 
 #[cfg(test)]
 mod tests {
-    use kube_fsm::rbac::{Rbac, Scope, Verb};
+    use kube_fsm::operator::rbac::{Rbac, Scope, Verb};
 
     use super::RbacObjects;
 

@@ -9,7 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::model::status::MachineStatus;
+use crate::machine::status::MachineStatus;
 
 /// Held by a test that measures the process's memory, and by the tests that churn through
 /// allocations (the property tests), so that one does not count the other's.

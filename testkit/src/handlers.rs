@@ -1,6 +1,6 @@
 //! Phase handlers shared by the integration tests.
 
-use kube_fsm::handler::ConditionError;
+use kube_fsm::machine::ConditionError;
 use kube_fsm::{Cleanup, Next, Step};
 
 use crate::resources::{

@@ -50,7 +50,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use kube_fsm::admission::FailurePolicy;
-use kube_fsm::controller::{LeaderElection, Sharding};
+use kube_fsm::replicas::{LeaderElection, Sharding};
 use kube_fsm::{Manager, Operator, StateMachine, Stopped};
 use kube_fsm_benches::chaos::checker::{Observer, declared};
 use kube_fsm_benches::chaos::faults::{FaultLayer, FaultPlan};
@@ -234,7 +234,7 @@ async fn unlabelled(client: &Client, run: &str, shards: u32) -> usize {
         .chain(inline.items.iter().map(|o| &o.metadata))
         .filter(|metadata| {
             let uid = metadata.uid.clone().unwrap_or_default();
-            let shard = kube_fsm::controller::shard_of(&uid, shards);
+            let shard = kube_fsm::replicas::shard_of(&uid, shards);
             metadata.labels.as_ref().and_then(|l| l.get(SHARD_LABEL)) != Some(&shard.to_string())
         })
         .count()

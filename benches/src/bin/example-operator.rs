@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use kube_fsm::Stopped;
-use kube_fsm::controller::{LeaderElection, RecordedEvents, ShardKey, Sharding};
+use kube_fsm::engine::RecordedEvents;
+use kube_fsm::replicas::{LeaderElection, ShardKey, Sharding};
 use kube_fsm_examples::BoxError;
 use kube_fsm_examples::database::{self, Handlers};
 use prometheus_client::registry::Registry;
@@ -41,7 +42,7 @@ struct Args {
     #[arg(long, value_enum, default_value = "all")]
     events: EventsArg,
     /// Reconciles at once (0: unbounded).
-    #[arg(long, default_value_t = kube_fsm::controller::DEFAULT_CONCURRENCY)]
+    #[arg(long, default_value_t = kube_fsm::operator::DEFAULT_CONCURRENCY)]
     concurrency: u16,
     /// The Pending and Provisioning handlers first wait this many milliseconds, as on an
     /// external system.

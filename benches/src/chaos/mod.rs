@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use kube::ResourceExt;
-use kube_fsm::handler::ConditionError;
+use kube_fsm::machine::ConditionError;
 use kube_fsm::{Cleanup, Next, Step};
 use kube_fsm_testkit::resources::*;
 

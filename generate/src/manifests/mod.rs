@@ -17,7 +17,7 @@ use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
 use kube_fsm::StateMachine;
-use kube_fsm::rbac::Rbac;
+use kube_fsm::operator::rbac::Rbac;
 
 use crate::rbac::RbacObjects;
 

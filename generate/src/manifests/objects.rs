@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::manifests::Deploy;
-use kube_fsm::rbac::{Rbac, Scope, Verb};
+use kube_fsm::operator::rbac::{Rbac, Scope, Verb};
 
 /// The operator's namespace, so that the base applies to a fresh cluster.
 pub(crate) fn namespace(deploy: &Deploy) -> Value {
@@ -195,7 +195,7 @@ fn webhook_parts(deploy: &Deploy) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
 mod tests {
     use crate::manifests::{Deploy, SERVICE_MONITOR};
     use crate::test_machines::Database;
-    use kube_fsm::rbac::Rbac;
+    use kube_fsm::operator::rbac::Rbac;
 
     #[test]
     fn with_metrics_auth_the_base_grants_the_reviews_and_adds_the_reader_role() {

@@ -204,7 +204,7 @@ mod tests {
     use crate::manifests::Deploy;
     use crate::test_machines::Database;
     use kube_fsm::admission::{FailurePolicy, Policy};
-    use kube_fsm::rbac::Rbac;
+    use kube_fsm::operator::rbac::Rbac;
 
     #[test]
     fn a_crd_of_several_versions_converts_through_the_webhook_and_is_reviewed_in_each() {

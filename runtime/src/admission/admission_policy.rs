@@ -20,7 +20,7 @@ use super::owned::{ENGINE_CONDITIONS, OWNED_FIELDS};
 use super::policy::{People, Policy, PolicyRule, Tier};
 use super::review::Validator;
 use super::steering::{GUARDED, Steer};
-use crate::model::machine::{MachineData, TriggerData};
+use crate::machine::data::{MachineData, TriggerData};
 
 /// The ValidatingAdmissionPolicies of `validator`'s machine under its policy, for `crd`, each
 /// followed by its binding: the platform's layer (when the policy names the operator or has

@@ -58,7 +58,7 @@ pub use tls::{ServingCertificate, TlsError};
 
 #[cfg(test)]
 pub(crate) mod tests_support {
-    use crate::model::machine::{
+    use crate::machine::data::{
         DriftPolicy, EdgeData, MachineData, PhaseData, RetiredData, TriggerData,
     };
 

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::model::machine::MachineData;
+use crate::machine::data::MachineData;
 use crate::pure::{pause, readiness};
 
 /// The machine's own fields of `status`, other than `phase` and `conditions`.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rules::{Move, Violation};
 use super::steering::{self, Steer};
-use crate::model::machine::MachineData;
+use crate::machine::data::MachineData;
 
 /// The policy layers of a webhook: rules evaluated after the machine's, from which the
 /// operator is exempt. In YAML (serde), e.g. a file the operator reads at start:

@@ -14,8 +14,8 @@ use serde_json::Value;
 use super::policy::{Policy, PolicyError, Requester, Tier};
 use super::rules::{self, NOT_SUPPORTED, PHASE_FIELD, Violation};
 use super::{owned, steering};
-use crate::model::machine::{MachineData, Phase};
-use crate::model::state_machine::StateMachine;
+use crate::machine::data::{MachineData, Phase};
+use crate::machine::state_machine::StateMachine;
 
 /// Decides admission reviews for one machine under one [`Policy`].
 #[derive(Clone, Debug)]

@@ -1,9 +1,9 @@
 //! The machine's rules on `status.phase`, as the CRD's CEL rules state them, for one write:
 //! the phase before and after. Pure: no request, no I/O.
 
-use crate::model::crd::{FORBIDDEN, PHASE_REMOVED, REQUIRED, first_phases};
-use crate::model::description;
-use crate::model::machine::{MachineData, TriggerData};
+use crate::machine::crd::{FORBIDDEN, PHASE_REMOVED, REQUIRED, first_phases};
+use crate::machine::data::{MachineData, TriggerData};
+use crate::machine::description;
 
 /// The field every rule is about.
 pub const PHASE_FIELD: &str = "status.phase";

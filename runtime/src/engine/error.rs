@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use crate::handling::step_plan::StepError;
+use crate::handler::step_plan::StepError;
+use crate::machine::next::IllegalTransition;
 use crate::pure::backoff::Failure;
-use crate::pure::decide::IllegalTransition;
 use crate::pure::refusal::Refusal;
 
 /// Errors of one reconcile. Each leaves the stored status as it was (nothing illegal is
@@ -33,7 +33,7 @@ pub enum ReconcileError {
     Encode(#[from] serde_json::Error),
     /// A cache handlers read has not been filled in time.
     #[error(transparent)]
-    Context(#[from] crate::handling::context::ContextError),
+    Context(#[from] crate::handler::context::ContextError),
 }
 
 /// Which of the engine's requests failed (see [`ReconcileError::Request`]).

@@ -14,7 +14,7 @@ use kube::runtime::events::EventType;
 
 use crate::engine::write::Write;
 use crate::engine::{Attempt, Engine, Reconcilable, ReconcileError};
-use crate::model::next::Cleanup;
+use crate::machine::next::Cleanup;
 use crate::pure::pause;
 
 /// What the finalizer step leaves to do.

@@ -15,7 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::handling::step_plan::Veto;
+use crate::handler::step_plan::Veto;
 use crate::pure::decide::Transition;
 use crate::pure::version::Versions;
 

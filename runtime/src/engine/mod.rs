@@ -2,6 +2,10 @@
 //! (finalizer gate, owed hooks, drift, the step and one resourceVersion-locked status write)
 //! until one is not refused by a conflict. A conflict re-reads the object from the API server
 //! and runs the whole attempt again on what it holds now, deletion and finalizer included.
+//!
+//! Users name what a resource implements to be reconciled ([`Reconcilable`]), its errors
+//! ([`ReconcileError`], [`EngineRequest`]) and which Kubernetes Events it records
+//! ([`RecordedEvents`]).
 
 use std::fmt::Debug;
 use std::sync::{Arc, OnceLock};
@@ -31,18 +35,19 @@ mod write;
 use crate::engine::finalizer::Gate;
 use crate::engine::memory::{Intent, Memory};
 use crate::engine::write::Write;
-use crate::ha::fence;
-use crate::ha::shard_label::Labeller;
-use crate::handling::context::Context;
-use crate::handling::dispatch::Dispatch;
-use crate::handling::step_plan::{self, Plan};
-use crate::model::machine::Phase;
-use crate::model::state_machine::StateMachine;
-use crate::model::status::PhaseValue;
-use crate::observe::metrics::{MachineMetrics, ReconcileResult};
+use crate::handler::context::Context;
+use crate::handler::dispatch::Dispatch;
+use crate::handler::step_plan::{self, Plan};
+use crate::machine::data::Phase;
+use crate::machine::next::IllegalTransition;
+use crate::machine::state_machine::StateMachine;
+use crate::machine::status::PhaseValue;
+use crate::metrics::{MachineMetrics, ReconcileResult};
 use crate::pure::backoff::Failure;
-use crate::pure::decide::{self, IllegalTransition, Position};
+use crate::pure::decide::{self, Position};
 use crate::pure::{message, pause};
+use crate::replicas::fence;
+use crate::replicas::shard_label::Labeller;
 use crate::watch::health::Health;
 use crate::watch::pace::Ticket;
 use crate::watch::scope::Scoped;
@@ -58,7 +63,8 @@ impl<K, H> Reconcilable<H> for K where
 {
 }
 
-pub use config::{EngineConfig, RecordedEvents};
+pub(crate) use config::EngineConfig;
+pub use config::RecordedEvents;
 pub(crate) use error::During;
 pub use error::{EngineRequest, ReconcileError};
 
@@ -91,7 +97,7 @@ impl<K> From<Write<K>> for Option<Attempt> {
 
 /// The shared state of a running controller: the handler, the context and what the engine
 /// remembers between reconciles.
-pub struct Engine<K: Resource<DynamicType = ()> + StateMachine, H> {
+pub(crate) struct Engine<K: Resource<DynamicType = ()> + StateMachine, H> {
     namespace: Option<String>,
     pub(crate) handler: H,
     /// What handlers reach the cluster through; its recorder also records the engine's Events.
@@ -169,7 +175,7 @@ where
     /// `reason`.
     ///
     /// With sharding, the reconcile runs under the holding of the object's shard it started
-    /// in (see [`crate::ha::fence`]): it is cancelled when that holding ends, and its outcome is
+    /// in (see [`crate::replicas::fence`]): it is cancelled when that holding ends, and its outcome is
     /// dropped once the holding no longer stands (the shard's next holder reconciles the
     /// object).
     ///

@@ -11,9 +11,9 @@ use serde_json::json;
 
 use crate::engine::write::Write;
 use crate::engine::{Attempt, Engine, Reconcilable, ReconcileError};
-use crate::model::conditions::truncate;
-use crate::model::machine::Phase;
-use crate::model::status::PhaseValue;
+use crate::machine::conditions::truncate;
+use crate::machine::data::Phase;
+use crate::machine::status::PhaseValue;
 use crate::pure::drift::{Drift, Remedy, manual_move};
 use crate::pure::readiness::Stall;
 use crate::pure::writer::phase_writer;

@@ -9,11 +9,11 @@ use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
 use crate::engine::{Engine, Reconcilable, ReconcileError, RecordedEvents};
-use crate::ha::fence;
-use crate::handling::step_plan::Plan;
-use crate::model::machine::Phase;
-use crate::model::status::PhaseValue;
+use crate::handler::step_plan::Plan;
+use crate::machine::data::Phase;
+use crate::machine::status::PhaseValue;
 use crate::pure::decide::Transition;
+use crate::replicas::fence;
 
 impl<K, H> Engine<K, H>
 where

@@ -4,8 +4,8 @@
 use kube::runtime::controller::Action;
 
 use super::{Engine, Reconcilable, Requeue};
-use crate::ha::shard_label::LABEL_BACKOFF;
-use crate::ha::shards::{InFlight, Serving};
+use crate::replicas::shard_label::LABEL_BACKOFF;
+use crate::replicas::shards::{InFlight, Serving};
 
 impl<K, H> Engine<K, H>
 where

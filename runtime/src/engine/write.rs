@@ -7,7 +7,7 @@ use kube::{Api, ResourceExt};
 use serde_json::Value;
 
 use crate::engine::{During, Engine, EngineRequest, Reconcilable, ReconcileError, Requeue};
-use crate::ha::fence;
+use crate::replicas::fence;
 
 /// How a locked write ended.
 pub(crate) enum Write<K> {
@@ -18,7 +18,7 @@ pub(crate) enum Write<K> {
     /// 404: the object is gone.
     Gone,
     /// Not written: the holding of its shard this reconcile started under ended or is late
-    /// (see [`crate::ha::fence`]); when to look again (soon while the renewal is only late,
+    /// (see [`crate::replicas::fence`]); when to look again (soon while the renewal is only late,
     /// so a timeout or requeue this step computed is deferred, not lost).
     Fenced(Requeue),
 }

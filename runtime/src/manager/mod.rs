@@ -13,10 +13,11 @@ use futures::FutureExt;
 use kube::Client;
 
 use crate::engine::Reconcilable;
-use crate::ha::shards::Shards;
-use crate::observe::metrics::{MachineMetrics, Metrics};
+use crate::metrics::{MachineMetrics, Metrics};
 use crate::operator::machine::{Machine, Signal};
-use crate::operator::{Operator, Replicas, Shutdown, Stopped};
+use crate::operator::{Operator, Shutdown, Stopped};
+use crate::replicas::Replicas;
+use crate::replicas::shards::Shards;
 use crate::watch::health::Health;
 use crate::watch::shared::SharedWatches;
 
@@ -32,7 +33,7 @@ pub use readiness::Readiness;
 /// ```no_run
 /// # async fn demo<A, HA, B, HB>(client: kube::Client, a: HA, b: HB) where A: kube_fsm::Reconcilable<HA>, HA: Send + Sync + 'static, B: kube_fsm::Reconcilable<HB>, HB: Send + Sync + 'static {
 /// use kube_fsm::{Manager, Operator};
-/// use kube_fsm::controller::LeaderElection;
+/// use kube_fsm::replicas::LeaderElection;
 ///
 /// let stopped = Manager::new(client.clone())
 ///     .machine(Operator::<A, HA>::new(client.clone(), a))
@@ -147,7 +148,7 @@ impl Manager {
     }
 
     /// Each machine, as data (for `/machine`, diagrams, generated manifests).
-    pub fn descriptions(&self) -> Vec<crate::model::description::Description> {
+    pub fn descriptions(&self) -> Vec<crate::machine::description::Description> {
         self.machines.iter().map(|m| m.description()).collect()
     }
 

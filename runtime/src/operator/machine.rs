@@ -9,9 +9,9 @@ use kube::Client;
 
 use super::{Operator, Replicas, Shutdown};
 use crate::engine::Reconcilable;
-use crate::ha::shards::Shards;
-use crate::model::description::Description;
-use crate::observe::metrics::{MachineMetrics, Metrics};
+use crate::machine::description::Description;
+use crate::metrics::{MachineMetrics, Metrics};
+use crate::replicas::shards::Shards;
 use crate::watch::health::Health;
 use crate::watch::shared::SharedWatches;
 

@@ -1,6 +1,7 @@
 //! A builder over kube's `Controller`: scope, watcher config, owned children and related
 //! resources (with the caches handlers read), concurrency, graceful shutdown, the engine's
-//! per-object backoff, metrics and leader election.
+//! per-object backoff, metrics and replicas ([`crate::replicas`]); the least-privilege RBAC the
+//! configured operator needs ([`rbac`]); and [`owner_reference`] for children a handler makes.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,18 +14,17 @@ use kube::runtime::watcher;
 use kube::{Client, Resource};
 
 use crate::engine::{EngineConfig, Reconcilable, RecordedEvents};
-use crate::ha::leader::LeaderElection;
-use crate::ha::shard::Sharding;
-use crate::handling::context::Caches;
-use crate::observe::metrics::{MachineMetrics, Metrics};
+use crate::handler::context::Caches;
+use crate::metrics::{MachineMetrics, Metrics};
 use crate::operator::rbac::{KindNeed, Verb};
 use crate::operator::sources::Sources;
 use crate::pure::backoff::Backoff;
+use crate::replicas::Replicas;
 use crate::watch::cache::{Cached, Watched};
 use crate::watch::health::Health;
 
 pub(crate) mod machine;
-pub(crate) mod rbac;
+pub mod rbac;
 mod reach;
 mod run;
 mod sources;
@@ -136,7 +136,7 @@ where
     ///
     /// ```no_run
     /// # use kube_fsm::{Operator, StateMachine};
-    /// # fn demo<K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static>(operator: Operator<K, H>) -> Result<(), kube_fsm::controller::RateLimitError> {
+    /// # fn demo<K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static>(operator: Operator<K, H>) -> Result<(), kube_fsm::operator::RateLimitError> {
     /// let operator = operator.rate_limit(20.0, 40)?; // client-go's default QPS is 5, Burst 10
     /// # let _ = operator; Ok(()) }
     /// ```
@@ -209,12 +209,13 @@ where
     }
 
     /// How the operator's replicas share the work: one replica reconciles everything (the
-    /// default), or one at a time holds a Lease ([`LeaderElection`]), or each holds a share of
-    /// the objects ([`Sharding`]). One setting: the last call decides.
+    /// default), or one at a time holds a Lease
+    /// ([`LeaderElection`](crate::replicas::LeaderElection)), or each holds a share of the
+    /// objects ([`Sharding`](crate::replicas::Sharding)). One setting: the last call decides.
     ///
     /// ```no_run
     /// # fn demo<K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static>(operator: kube_fsm::Operator<K, H>) {
-    /// let operator = operator.replicas(kube_fsm::controller::LeaderElection::new("my-operator", "operators"));
+    /// let operator = operator.replicas(kube_fsm::replicas::LeaderElection::new("my-operator", "operators"));
     /// # }
     /// ```
     #[must_use]
@@ -374,42 +375,13 @@ where
 /// of reconciles cannot queue thousands of requests on it.
 pub const DEFAULT_CONCURRENCY: u16 = 32;
 
-/// How an operator's replicas share the work (see [`Operator::replicas`]).
-#[derive(Clone, Debug, Default)]
-pub enum Replicas {
-    /// One replica reconciles every object (the default).
-    #[default]
-    One,
-    /// Only the replica holding the Lease reconciles; the others wait. `run` returns when
-    /// leadership is lost, so exit the process and let Kubernetes restart it, as
-    /// controller-runtime's manager does.
-    LeaderElection(LeaderElection),
-    /// Each replica reconciles and watches only the objects of the shards it holds. Each
-    /// object gets its shard label once (one metadata patch), written by the replica holding
-    /// shard 0. At most one replica reconciles an object at any time; a crashed replica's
-    /// shards are taken over after the Lease duration; replicas joining or leaving rebalance
-    /// the shards.
-    Sharded(Sharding),
-}
-
-impl From<LeaderElection> for Replicas {
-    fn from(election: LeaderElection) -> Self {
-        Replicas::LeaderElection(election)
-    }
-}
-
-impl From<Sharding> for Replicas {
-    fn from(sharding: Sharding) -> Self {
-        Replicas::Sharded(sharding)
-    }
-}
-
 /// Why [`Operator::run`] returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stopped {
     /// The shutdown signal came.
     Signal,
-    /// This replica lost the Lease (see [`Operator::replicas`] with [`LeaderElection`]).
+    /// This replica lost the Lease (see [`Operator::replicas`] with
+    /// [`LeaderElection`](crate::replicas::LeaderElection)).
     LeaseLost,
 }
 

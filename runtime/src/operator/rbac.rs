@@ -6,7 +6,8 @@
 use std::collections::BTreeSet;
 
 use crate::engine::RecordedEvents;
-use crate::operator::{Operator, Replicas};
+use crate::operator::Operator;
+use crate::replicas::Replicas;
 use crate::watch::scope::Scoped;
 
 /// A verb of the Kubernetes API, as RBAC names it.
@@ -237,8 +238,8 @@ where
     /// | [`Operator::watches::<R>`](Operator::watches), [`watches_shared`](Operator::watches_shared) | `R`'s plural | list, watch |
     /// | [`Operator::needs::<R>`](Operator::needs) | `R`'s plural | the verbs given |
     /// | Events, unless [`RecordedEvents::Off`] | `events` (`events.k8s.io`) | create, patch |
-    /// | [`crate::controller::LeaderElection`] | `leases` (`coordination.k8s.io`) in its namespace | get, create, patch |
-    /// | [`crate::controller::Sharding`] | `leases` in its namespace | get, list, create, patch, delete |
+    /// | [`crate::replicas::LeaderElection`] | `leases` (`coordination.k8s.io`) in its namespace | get, create, patch |
+    /// | [`crate::replicas::Sharding`] | `leases` in its namespace | get, list, create, patch, delete |
     ///
     /// Requests a handler sends through its own client (e.g. the Database example's cleanup
     /// deleting its child) and the admission webhook's registration are declared with
@@ -320,7 +321,7 @@ where
     /// ```no_run
     /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// use kube_fsm::rbac::Verb;
+    /// use kube_fsm::operator::rbac::Verb;
     /// // The cleanup handler deletes the children through its own `Api`.
     /// operator.needs::<ConfigMap>(&[Verb::Delete], "cleanup deletes the child")
     /// # }
@@ -339,7 +340,7 @@ where
     /// ```no_run
     /// # fn demo<K, H>(operator: kube_fsm::Operator<K, H>) -> kube_fsm::Operator<K, H> where K: kube_fsm::Reconcilable<H>, H: Send + Sync + 'static {
     /// use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-    /// use kube_fsm::rbac::Verb;
+    /// use kube_fsm::operator::rbac::Verb;
     /// // It updates its own webhook registration (the manifests create it), and no other.
     /// operator.needs_named::<ValidatingWebhookConfiguration>(
     ///     &[Verb::Get, Verb::Patch],
@@ -364,10 +365,10 @@ mod tests {
 
     use super::{Scope, Verb};
     use crate::engine::RecordedEvents;
-    use crate::ha::leader::LeaderElection;
-    use crate::handling::step::Step;
-    use crate::model::next::Next;
+    use crate::handler::step::Step;
+    use crate::machine::next::Next;
     use crate::operator::Operator;
+    use crate::replicas::leader::LeaderElection;
     use crate::test_machines::{
         Database, DatabaseDegradedNext, DatabaseHandler, DatabasePendingNext,
         DatabaseProvisioningNext, DatabaseRunningNext,
@@ -414,9 +415,9 @@ mod tests {
         async fn cleanup(
             &self,
             _: &Database,
-            _: &crate::handling::context::Context,
-        ) -> Result<crate::model::next::Cleanup, Self::Error> {
-            Ok(crate::model::next::Cleanup::Done)
+            _: &crate::handler::context::Context,
+        ) -> Result<crate::machine::next::Cleanup, Self::Error> {
+            Ok(crate::machine::next::Cleanup::Done)
         }
     }
 

@@ -11,10 +11,10 @@ use kube::runtime::{Controller, controller, reflector, watcher};
 
 use super::Operator;
 use crate::engine::{Engine, Reconcilable, arrival_key};
-use crate::ha::shard_label::Labeller;
-use crate::ha::shards::Shards;
-use crate::handling::context::Context;
+use crate::handler::context::Context;
 use crate::operator::sources::Wire;
+use crate::replicas::shard_label::Labeller;
+use crate::replicas::shards::Shards;
 use crate::watch::health::ReconnectBackoff;
 use crate::watch::pace::{self, Pace};
 use crate::watch::shared::SharedWatches;

@@ -13,10 +13,10 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource};
 
-use crate::ha::shard_children::Unlabelled;
-use crate::ha::shard_label::Labeller;
-use crate::handling::context::Caches;
+use crate::handler::context::Caches;
 use crate::pure::selection::{self, Selection};
+use crate::replicas::shard_children::Unlabelled;
+use crate::replicas::shard_label::Labeller;
 use crate::watch;
 use crate::watch::cache::{Cache, Watched};
 use crate::watch::health::Health;
@@ -210,7 +210,7 @@ where
 /// Adds to `controller` the metadata-only watch of `R`'s objects without a valid shard label
 /// (narrowed by `config`'s label selector), cached for [`Unlabelled`]: a change of one
 /// reconciles its owner, whose replica labels it before the step (see
-/// [`crate::ha::shard_children`]).
+/// [`crate::replicas::shard_children`]).
 fn adopting<K, R>(
     controller: Controller<K>,
     with: &Wire<'_>,

@@ -7,8 +7,8 @@
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 
-use crate::model::machine::Phase;
-use crate::model::status::MachineStatus;
+use crate::machine::data::Phase;
+use crate::machine::status::MachineStatus;
 use crate::pure::decide::Position;
 use crate::pure::pause;
 use crate::pure::readiness::{self, Stall};
@@ -53,7 +53,7 @@ mod tests {
     use k8s_openapi::jiff::SignedDuration;
 
     use super::*;
-    use crate::model::status::PhaseValue;
+    use crate::machine::status::PhaseValue;
     use crate::test_machines::DatabasePhase;
 
     fn at(seconds: i64) -> Timestamp {

@@ -8,10 +8,10 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::model::conditions::{status_of, truncate};
-use crate::model::machine::{Phase, TriggerData};
-use crate::model::next::Choice;
-use crate::model::status::{MachineStatus, PhaseValue};
+use crate::machine::conditions::{status_of, truncate};
+use crate::machine::data::{Phase, TriggerData};
+use crate::machine::next::{Choice, IllegalTransition};
+use crate::machine::status::{MachineStatus, PhaseValue};
 use crate::pure::pause;
 
 /// The reason recorded for a transition no event or timeout names.
@@ -90,17 +90,6 @@ pub struct Transition<P> {
     pub to: P,
     /// The Kubernetes Event reason: the event name, the timeout reason, or `PhaseChanged`.
     pub reason: &'static str,
-}
-
-/// A handler picked a target the spec does not allow (only possible by bypassing the typed
-/// API); the engine refuses it and writes nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("illegal transition {from} -> {to}: the spec declares no such edge")]
-pub struct IllegalTransition {
-    /// The phase the object is in.
-    pub from: &'static str,
-    /// The target that was refused.
-    pub to: &'static str,
 }
 
 /// Time from `since` to `now`: zero if `since` is later, saturated at the longest `Duration`

@@ -4,8 +4,8 @@
 //! removed. A phase the spec lists under `retired:` is not drift: it moves to its successor.
 //! Pure: what is drift, and what to do and say about it; the reconciler does the I/O.
 
-use crate::model::machine::{DriftPolicy, Phase};
-use crate::model::status::PhaseValue;
+use crate::machine::data::{DriftPolicy, Phase};
+use crate::machine::status::PhaseValue;
 
 /// Drift found in a stored phase (or a retired phase to migrate).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -192,8 +192,8 @@ impl<P> Remedy<P> {
 #[cfg(test)]
 mod tests {
     use super::{DRIFT_ACTIONS, Drift, Remedy, manual_move};
-    use crate::model::machine::DriftPolicy;
-    use crate::model::status::PhaseValue;
+    use crate::machine::data::DriftPolicy;
+    use crate::machine::status::PhaseValue;
     use crate::test_machines::DatabasePhase;
 
     #[test]

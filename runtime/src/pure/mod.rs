@@ -8,7 +8,6 @@ pub(crate) mod backoff;
 pub(crate) mod bookkeeping;
 pub(crate) mod decide;
 pub(crate) mod drift;
-pub(crate) mod label;
 pub(crate) mod merge_patch;
 pub(crate) mod message;
 pub(crate) mod pause;

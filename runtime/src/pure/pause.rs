@@ -2,44 +2,21 @@
 //! the `Paused` condition the engine keeps, and how long the object has been paused in its
 //! phase (time that does not count toward the phase's timeout).
 
-use std::time::Duration;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 
-use crate::model::conditions;
+pub(crate) use crate::machine::annotations::{
+    PAUSED, PAUSED_ANNOTATION, RECONCILE_ANNOTATION, SKIP_CLEANUP_ANNOTATION, annotation,
+    paused_for, paused_since, requested,
+};
+use crate::machine::conditions;
 use crate::pure::message;
 
-/// The annotation that pauses an object: any value but `"false"` (the value is the reason
-/// shown; `"true"` says only that it is paused).
-pub const PAUSED_ANNOTATION: &str = "kube-fsm.dev/paused";
-/// The annotation that lets a deleted object go without its `cleanup` (what it made is left
-/// behind, orphaned): `"true"`.
-pub const SKIP_CLEANUP_ANNOTATION: &str = "kube-fsm.dev/skip-cleanup";
-/// The annotation that asks for a reconcile now (Flux's convention): any new value.
-pub const RECONCILE_ANNOTATION: &str = "kube-fsm.dev/reconcile-requested-at";
-/// The condition type the engine keeps while an object is paused (and `False` after).
-pub const PAUSED: &str = "Paused";
 /// The `Paused` condition's reason while paused.
 pub const PAUSED_REASON: &str = "PausedByAnnotation";
 /// The `Paused` condition's reason once resumed.
 pub const RESUMED_REASON: &str = "Resumed";
-
-fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref()?.get(key).map(String::as_str)
-}
-
-/// Why the object is paused, if its annotation says it is.
-pub fn requested(meta: &ObjectMeta) -> Option<String> {
-    match annotation(meta, PAUSED_ANNOTATION)?.trim() {
-        "false" | "" => None,
-        "true" => Some(format!("paused by the {PAUSED_ANNOTATION} annotation")),
-        reason => Some(format!(
-            "paused by the {PAUSED_ANNOTATION} annotation: {reason}"
-        )),
-    }
-}
 
 /// Whether the object asks to be let go without its cleanup.
 pub fn skips_cleanup(meta: &ObjectMeta) -> bool {
@@ -55,28 +32,6 @@ pub const RECORDED_REQUEST: usize = 256;
 pub fn reconcile_requested(meta: &ObjectMeta) -> Option<String> {
     annotation(meta, RECONCILE_ANNOTATION)
         .map(|value| message::bounded(value.to_owned(), RECORDED_REQUEST))
-}
-
-/// Since when the stored conditions say the object is paused.
-pub fn paused_since(conditions: &[Condition]) -> Option<Timestamp> {
-    conditions
-        .iter()
-        .find(|c| c.type_ == PAUSED && c.status == "True")
-        .map(|c| c.last_transition_time.0)
-}
-
-/// How long the object has been paused in its phase at `now`: the time recorded
-/// (`pausedSeconds`) plus a pause that is ending now.
-pub fn paused_for(
-    recorded_seconds: Option<i64>,
-    conditions: &[Condition],
-    now: Timestamp,
-) -> Duration {
-    let recorded = Duration::from_secs(recorded_seconds.unwrap_or(0).max(0).unsigned_abs());
-    let ongoing = paused_since(conditions).map_or(Duration::ZERO, |since| {
-        now.duration_since(since).try_into().unwrap_or_default()
-    });
-    recorded + ongoing
 }
 
 /// Marks `conditions` paused (`Paused` True with `message`); whether anything changed.
@@ -118,6 +73,7 @@ pub fn resume(conditions: &mut Vec<Condition>, generation: Option<i64>, now: Tim
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::time::Duration;
 
     use k8s_openapi::jiff::SignedDuration;
 

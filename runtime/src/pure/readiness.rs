@@ -14,16 +14,10 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::model::conditions::{self, status_of};
-use crate::model::machine::Phase;
+pub(crate) use crate::machine::annotations::{READY, RECONCILING, STALLED};
+use crate::machine::conditions::{self, status_of};
+use crate::machine::data::Phase;
 use crate::pure::message;
-
-/// The condition type `ready:` is kept as.
-pub const READY: &str = "Ready";
-/// The condition type of an object still converging.
-pub const RECONCILING: &str = "Reconciling";
-/// The condition type of an object that cannot progress without help.
-pub const STALLED: &str = "Stalled";
 
 /// Why an object cannot progress without help.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -33,10 +33,10 @@ use tokio::net::TcpListener;
 
 #[cfg(feature = "admission")]
 use crate::admission::{ServeError, ServingCertificate, WebhookHealth};
+use crate::machine::description::Description;
+use crate::machine::state_machine::StateMachine;
 use crate::manager::{Manager, Readiness};
-use crate::model::description::Description;
-use crate::model::state_machine::StateMachine;
-use crate::observe::metrics::Metrics;
+use crate::metrics::Metrics;
 use authorize::{Authorizer, Verdict};
 use page::Shown;
 
@@ -81,7 +81,7 @@ const RELOAD: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Endpoints {
     /// `/metrics` from `registry`, `/readyz` from `readiness` (a [`Manager`]'s, or one
-    /// operator's [`crate::controller::Health`]).
+    /// operator's [`crate::watch::Health`]).
     #[must_use]
     pub fn new(registry: Registry, readiness: impl Into<Readiness>) -> Self {
         Endpoints {

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::model::description::Description;
-use crate::model::diagram::DiagramFormat;
+use crate::machine::description::Description;
+use crate::machine::diagram::DiagramFormat;
 
 /// How often the page reloads itself, in seconds.
 pub(crate) const REFRESH_SECONDS: u32 = 5;
@@ -119,7 +119,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::{Shown, page};
-    use crate::model::description::Description;
+    use crate::machine::description::Description;
     use crate::test_machines::DatabasePhase;
 
     #[test]

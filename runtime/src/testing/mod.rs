@@ -5,7 +5,7 @@
 //! filled with [`crate::watch::cache::Cache::from_objects`], a client over a canned service.
 //!
 //! ```no_run
-//! # async fn demo<K: kube_fsm::machine::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, phase: K::Phase) {
+//! # async fn demo<K: kube_fsm::handler::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, phase: K::Phase) {
 //! use kube_fsm::testing;
 //! let object = testing::in_phase(object, phase);
 //! let outcome = testing::step(&handler, &object).await.expect("handler succeeds");
@@ -22,14 +22,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
-use crate::handling::context::Context;
-use crate::handling::dispatch::Dispatch;
-use crate::handling::step_plan::{self, Plan};
-pub use crate::handling::step_plan::{StepError, Veto};
-use crate::model::conditions::{status_of, truncate};
-use crate::model::machine::{ConditionType, Phase};
-use crate::model::state_machine::StateMachine;
-use crate::model::status::{MachineStatus, PhaseValue};
+use crate::handler::context::Context;
+use crate::handler::dispatch::Dispatch;
+use crate::handler::step_plan::{self, Plan};
+pub use crate::handler::step_plan::{StepError, Veto};
+use crate::machine::conditions::{status_of, truncate};
+use crate::machine::data::{ConditionType, Phase};
+use crate::machine::state_machine::StateMachine;
+use crate::machine::status::{MachineStatus, PhaseValue};
 pub use crate::pure::decide::Transition;
 
 /// What one step did.
@@ -114,9 +114,9 @@ where
 /// `kube::Client::new` over a `tower::service_fn` that answers as the test needs).
 ///
 /// ```no_run
-/// # async fn demo<K: kube_fsm::machine::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, client: kube::Client, children: Vec<k8s_openapi::api::core::v1::ConfigMap>) {
+/// # async fn demo<K: kube_fsm::handler::Dispatch<H> + kube::Resource<DynamicType = ()>, H>(handler: H, object: K, client: kube::Client, children: Vec<k8s_openapi::api::core::v1::ConfigMap>) {
 /// use std::sync::Arc;
-/// use kube_fsm::{Context, handler::Cache, testing};
+/// use kube_fsm::{Context, testing, watch::Cache};
 /// let context = Arc::new(Context::new(client).with_cache(Cache::from_objects(children)));
 /// let outcome = testing::step_in(&handler, &object, k8s_openapi::jiff::Timestamp::now(), &context).await;
 /// # }

@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! # async fn demo<K, H>(handlers: H, object: K, failed: K::Phase)
-//! # where K: kube_fsm::machine::Dispatch<H> + kube::Resource<DynamicType = ()> {
+//! # where K: kube_fsm::handler::Dispatch<H> + kube::Resource<DynamicType = ()> {
 //! use std::time::Duration;
 //! use kube_fsm::testing::scenario::Scenario;
 //!
@@ -29,10 +29,10 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
-use crate::handling::context::Context;
-use crate::handling::dispatch::Dispatch;
-use crate::model::state_machine::StateMachine;
-use crate::model::status::PhaseValue;
+use crate::handler::context::Context;
+use crate::handler::dispatch::Dispatch;
+use crate::machine::state_machine::StateMachine;
+use crate::machine::status::PhaseValue;
 use crate::pure::backoff::Backoff;
 use crate::testing::{Outcome, StepError, Transition, apply, no_cluster, step_in};
 

@@ -17,7 +17,7 @@ use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
-use crate::observe::metrics::MachineMetrics;
+use crate::metrics::MachineMetrics;
 use crate::pure::refusal::Refusal;
 
 /// What [`Health::status`] reports.
@@ -81,9 +81,9 @@ struct State {
 /// tokio::spawn(operator.run());
 /// // e.g. in a `/readyz` handler:
 /// match health.status() {
-///     kube_fsm::controller::Connection::Up => println!("ok"),
-///     kube_fsm::controller::Connection::Down { since, reason } => println!("down since {since}: {reason}"),
-///     kube_fsm::controller::Connection::Refused { reason } => println!("misconfigured: {reason}"),
+///     kube_fsm::watch::Connection::Up => println!("ok"),
+///     kube_fsm::watch::Connection::Down { since, reason } => println!("down since {since}: {reason}"),
+///     kube_fsm::watch::Connection::Refused { reason } => println!("misconfigured: {reason}"),
 /// }
 /// # }
 /// ```

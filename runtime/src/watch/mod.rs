@@ -1,6 +1,7 @@
-//! The connection to the API server and what it delivers: the client, `Api` construction,
-//! the watch streams (selection by shard, decoding, pacing), the caches handlers read, the
-//! connection's health, the pacing of requests, and the watches several machines share.
+//! The connection to the API server and what it delivers: the client ([`crate::client`]),
+//! scoped `Api`s ([`Scoped`], [`ScopedApi`]), the caches handlers read ([`Cache`]), the
+//! connection's [`Health`]; inside the crate, the watch streams (selection by shard, decoding,
+//! pacing), the pacing of requests, and the watches several machines share.
 
 pub(crate) mod cache;
 pub(crate) mod client;
@@ -10,4 +11,7 @@ pub(crate) mod scope;
 pub(crate) mod shared;
 mod stream;
 
+pub use cache::{Cache, Cached, Watched};
+pub use health::{Connection, Health};
+pub use scope::{Scoped, ScopedApi};
 pub(crate) use stream::{Lenient, cached, objects, paced, selected};

@@ -20,7 +20,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-use crate::observe::metrics::MachineMetrics;
+use crate::metrics::MachineMetrics;
 use crate::pure::selection::both;
 use crate::pure::slim::{slim, slim_keeping_applies};
 use crate::watch::cache::{Cache, Cached, Watched};

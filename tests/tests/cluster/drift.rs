@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kube::api::PostParams;
 use kube::{Api, Client, Resource};
-use kube_fsm::handler::ConditionError;
+use kube_fsm::machine::ConditionError;
 use kube_fsm::{Next, Step};
 use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
 use kube_fsm_testkit::handlers::Databases;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kube::Api;
 use kube::api::PostParams;
-use kube_fsm::controller::RecordedEvents;
+use kube_fsm::engine::RecordedEvents;
 use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
 use kube_fsm_testkit::handlers::Databases;
 use kube_fsm_testkit::metrics::Recorded;

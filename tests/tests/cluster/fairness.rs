@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
-use kube_fsm::handler::ConditionError;
+use kube_fsm::machine::ConditionError;
 use kube_fsm::{Next, Step};
 use kube_fsm_testkit::cluster::{self, eventually};
 use kube_fsm_testkit::operator::{self, Running};

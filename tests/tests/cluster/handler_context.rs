@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 #[derive(Debug, thiserror::Error)]
 enum TestError {
     #[error(transparent)]
-    Condition(#[from] kube_fsm::handler::ConditionError),
+    Condition(#[from] kube_fsm::machine::ConditionError),
     #[error(transparent)]
     Context(#[from] kube_fsm::handler::ContextError),
 }

@@ -6,7 +6,7 @@
 
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, CustomResourceExt, Resource};
-use kube_fsm::handler::ConditionError;
+use kube_fsm::machine::ConditionError;
 use kube_fsm::{Next, StateMachine, Step};
 use kube_fsm_testkit::cluster::{self, eventually, install_crd, kubectl, wait_phase};
 use kube_fsm_testkit::handlers::Databases;

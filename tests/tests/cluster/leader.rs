@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kube::{Api, Client, ResourceExt};
-use kube_fsm::controller::LeaderElection;
+use kube_fsm::replicas::LeaderElection;
 use kube_fsm::{Operator, Step, Stopped};
 use kube_fsm_testkit::cluster::{self, eventually};
 use kube_fsm_testkit::handlers::Databases;

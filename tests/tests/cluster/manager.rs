@@ -10,7 +10,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kube_fsm::Manager;
-use kube_fsm::controller::LeaderElection;
+use kube_fsm::replicas::LeaderElection;
 use kube_fsm_examples::database::{self, Database, Handlers};
 use kube_fsm_examples::riskengine::{self, RiskEngine};
 use kube_fsm_testkit::audit::{self, Request};

@@ -10,7 +10,7 @@
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kube_fsm::admission::{FailurePolicy, OperatorIdentity, People, Policy, PolicyRule};
-use kube_fsm::handler::ConditionError;
+use kube_fsm::machine::ConditionError;
 use kube_fsm::{Next, Step};
 use kube_fsm_testkit::admission::{self, PROBE};
 use kube_fsm_testkit::cluster::{self, client, client_as, eventually, install_crds, wait_phase};

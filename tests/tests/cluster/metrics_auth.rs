@@ -11,8 +11,8 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use kube_fsm::admission::ServingCertificate;
-use kube_fsm::controller::Health;
 use kube_fsm::serve::Endpoints;
+use kube_fsm::watch::Health;
 use kube_fsm_testkit::cluster::{self, eventually};
 use kube_fsm_testkit::service_account;
 use prometheus_client::registry::Registry;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use kube_fsm::handler::ConditionError;
+use kube_fsm::machine::ConditionError;
 use kube_fsm::{Cleanup, Step};
 use kube_fsm_testkit::cluster::{self, eventually, phase_of, wait_phase};
 use kube_fsm_testkit::handlers::Databases;

@@ -17,8 +17,10 @@ use kube_fsm::admission::{
     Endpoint, FailurePolicy, Policy, ServingCertificate, Validator, Webhook, WebhookOptions,
     validating_webhook_configuration,
 };
-use kube_fsm::controller::{Connection, LeaderElection, Readiness, Sharding};
-use kube_fsm::rbac::{Rbac, Verb};
+use kube_fsm::manager::Readiness;
+use kube_fsm::operator::rbac::{Rbac, Verb};
+use kube_fsm::replicas::{LeaderElection, Sharding};
+use kube_fsm::watch::Connection;
 use kube_fsm_examples::database::{self, Database, Handlers};
 use kube_fsm_examples::riskengine::{self, RiskEngine};
 use kube_fsm_generate::rbac::RbacObjects;

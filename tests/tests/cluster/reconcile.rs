@@ -22,7 +22,7 @@ const FINALIZER: &str = "example.com/cleanup";
 #[derive(Debug, thiserror::Error)]
 enum TestError {
     #[error(transparent)]
-    Condition(#[from] kube_fsm::handler::ConditionError),
+    Condition(#[from] kube_fsm::machine::ConditionError),
     #[error("the backing store is unreachable")]
     Unreachable,
 }

@@ -1,7 +1,8 @@
 //! The generated API of the example specs, checked at run time.
 
+use kube_fsm::handler::Dispatch;
 use kube_fsm::machine::TriggerData;
-use kube_fsm::machine::{Choice, Dispatch, PhaseValue};
+use kube_fsm::machine::{Choice, PhaseValue};
 use kube_fsm::{MachineStatus, Next, Phase as _, StateMachine, Step};
 use kube_fsm_testkit::resources::*;
 

@@ -16,7 +16,7 @@ struct Handlers {
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-struct Error(#[from] kube_fsm::handler::ConditionError);
+struct Error(#[from] kube_fsm::machine::ConditionError);
 
 impl DatabaseHandler for Handlers {
     type Error = Error;

@@ -22,7 +22,7 @@ pub struct JobStatus {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)] Child(#[from] kube_fsm::handler::ContextError),
-    #[error(transparent)] Condition(#[from] kube_fsm::handler::ConditionError),
+    #[error(transparent)] Condition(#[from] kube_fsm::machine::ConditionError),
 }
 
 struct Handlers;

@@ -30,7 +30,7 @@ pub struct DatabaseStatus {
 pub enum Error {
     /// A condition could not be set.
     #[error(transparent)]
-    Condition(#[from] kube_fsm::handler::ConditionError),
+    Condition(#[from] kube_fsm::machine::ConditionError),
 }
 
 struct Handlers;

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::model::machine::Phase;
-use crate::model::next::Choice;
-use crate::model::status::{MachineStatus, PhaseValue};
+use crate::machine::data::Phase;
+use crate::machine::next::Choice;
+use crate::machine::status::{MachineStatus, PhaseValue};
 use crate::pure::decide::{self, Position};
 use crate::test_machines::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

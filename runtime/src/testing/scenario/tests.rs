@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 
 use super::{Scenario, ScenarioError};
-use crate::handling::context::Context;
-use crate::handling::step::Step;
-use crate::model::next::{Cleanup, Next};
+use crate::handler::context::Context;
+use crate::handler::step::Step;
+use crate::machine::next::{Cleanup, Next};
 use crate::test_machines::*;
 use crate::testing::in_phase_since;
 

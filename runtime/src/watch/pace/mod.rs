@@ -240,7 +240,7 @@ struct State {
     paused_until: Option<Instant>,
     writes: Option<Bucket>,
     /// Where the limit is reported (`kube_fsm_concurrency_limit`).
-    metrics: Option<std::sync::Arc<crate::observe::metrics::MachineMetrics>>,
+    metrics: Option<std::sync::Arc<crate::metrics::MachineMetrics>>,
 }
 
 impl Default for Pace {
@@ -279,7 +279,7 @@ impl Pace {
     /// Reports the limit into `metrics` from now on.
     pub(crate) fn with_metrics(
         self,
-        metrics: std::sync::Arc<crate::observe::metrics::MachineMetrics>,
+        metrics: std::sync::Arc<crate::metrics::MachineMetrics>,
     ) -> Self {
         {
             let mut state = self.state();

@@ -22,7 +22,7 @@ use kube_fsm_testkit::resources::*;
 #[derive(Debug, thiserror::Error)]
 pub(super) enum TestError {
     #[error(transparent)]
-    Condition(#[from] kube_fsm::handler::ConditionError),
+    Condition(#[from] kube_fsm::machine::ConditionError),
     #[error(transparent)]
     Kube(#[from] kube::Error),
     #[error("told to fail")]

@@ -330,7 +330,7 @@ async fn a_forbidden_watch_is_reported_once_and_retried_at_the_cap_while_handler
         "{per_object} reconciles per object in 30 s"
     );
     match health.status() {
-        kube_fsm::controller::Connection::Refused { reason } => {
+        kube_fsm::watch::Connection::Refused { reason } => {
             assert!(reason.contains("cannot watch ConfigMap"), "{reason}");
         }
         other => panic!("readiness should name the refused watch, not {other:?}"),

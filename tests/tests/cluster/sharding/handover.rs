@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
-use kube_fsm::controller::Sharding;
+use kube_fsm::replicas::Sharding;
 use kube_fsm::{Next, Step};
 use kube_fsm_testkit::cluster::{self, eventually, phase_of};
 use kube_fsm_testkit::metrics::Recorded;
@@ -239,7 +239,7 @@ async fn a_rolling_change_to_fewer_shards_never_hands_an_object_to_two_replicas(
         list.items
             .iter()
             .all(|db| {
-                let shard = kube_fsm::controller::shard_of(&db.uid().unwrap_or_default(), 3);
+                let shard = kube_fsm::replicas::shard_of(&db.uid().unwrap_or_default(), 3);
                 db.labels().get(LABEL) == Some(&shard.to_string())
                     && phase_of(db).as_deref() == Some("Running")
                     && db
@@ -289,7 +289,7 @@ async fn switching_from_leader_election_to_sharding_finds_every_child_and_moves_
         )
         .owns::<ConfigMap>(watcher::Config::default().labels(&format!("app={CHILDREN}")))
         .replicas(
-            kube_fsm::controller::LeaderElection::new("fsm-shards-switch", &ns)
+            kube_fsm::replicas::LeaderElection::new("fsm-shards-switch", &ns)
                 .identity("elected")
                 .duration(Duration::from_secs(4)),
         ),

@@ -61,9 +61,9 @@ async fn a_lower_shard_count_relabels_the_objects_of_shards_that_are_gone() {
     create(&api, "six", 12).await;
     let objects = all_running(&api, 12).await;
     assert!(
-        objects.iter().any(|db| {
-            kube_fsm::controller::shard_of(&db.uid().unwrap_or_default(), SHARDS) >= 3
-        }),
+        objects
+            .iter()
+            .any(|db| { kube_fsm::replicas::shard_of(&db.uid().unwrap_or_default(), SHARDS) >= 3 }),
         "some objects are in shards 3 to 5"
     );
     a.stop().await;
@@ -80,7 +80,7 @@ async fn a_lower_shard_count_relabels_the_objects_of_shards_that_are_gone() {
     let objects = all_running(&api, 12).await;
     // Each object moved to its shard of 3 (its children keep theirs until the next apply).
     for db in &objects {
-        let expected = kube_fsm::controller::shard_of(&db.uid().unwrap_or_default(), 3);
+        let expected = kube_fsm::replicas::shard_of(&db.uid().unwrap_or_default(), 3);
         assert_eq!(
             db.labels().get(LABEL),
             Some(&expected.to_string()),
@@ -143,7 +143,7 @@ async fn a_label_write_never_lands_on_a_version_it_did_not_see() {
         .create(&PostParams::default(), &sample("x"))
         .await
         .expect("create");
-    let hash = kube_fsm::controller::shard_of(&created.uid().unwrap_or_default(), 3);
+    let hash = kube_fsm::replicas::shard_of(&created.uid().unwrap_or_default(), 3);
     eventually(Duration::from_secs(20), || async {
         (hold.held() > 0).then_some(())
     })

@@ -19,9 +19,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
-use kube_fsm::controller::Sharding;
-use kube_fsm::handler::ConditionError;
 use kube_fsm::handler::ContextError;
+use kube_fsm::machine::ConditionError;
+use kube_fsm::replicas::Sharding;
 use kube_fsm::{Cleanup, Step};
 use kube_fsm_testkit::cluster::{eventually, phase_of};
 use kube_fsm_testkit::handlers::Databases;
@@ -278,7 +278,7 @@ pub(super) async fn all_running(api: &Api<Database>, count: usize) -> Vec<Databa
 /// child, so that only the replica holding the shard watches it.
 pub(super) async fn assert_labelled(client: &kube::Client, objects: &[Database]) {
     for db in objects {
-        let expected = kube_fsm::controller::shard_of(&db.uid().unwrap_or_default(), SHARDS);
+        let expected = kube_fsm::replicas::shard_of(&db.uid().unwrap_or_default(), SHARDS);
         assert_eq!(
             db.labels().get(LABEL),
             Some(&expected.to_string()),

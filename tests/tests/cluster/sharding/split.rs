@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
-use kube_fsm::controller::Sharding;
+use kube_fsm::replicas::Sharding;
 use kube_fsm_testkit::cluster::{self, eventually};
 use kube_fsm_testkit::metrics::Recorded;
 use kube_fsm_testkit::resources::*;

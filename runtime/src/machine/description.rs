@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::machine::{MachineData, PictureData, TriggerData};
+use crate::machine::data::{MachineData, PictureData, TriggerData};
 
 /// The CRD annotation holding the machine's [`Description`] as JSON.
 pub const MACHINE_ANNOTATION: &str = "kube-fsm.dev/machine";

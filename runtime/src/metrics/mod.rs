@@ -30,7 +30,7 @@
 //! | `kube_fsm_remembered_objects` | `machine` |
 //! | `kube_fsm_leader` (1 while this replica reconciles: it holds the Lease, or runs without election; 0 while it waits or is sharded) | `machine` |
 //! | `kube_fsm_shards` (the shard count, with sharding) | `machine` |
-//! | `kube_fsm_shards_held` (with [`crate::Operator::replicas`] with [`crate::controller::Sharding`]) | `machine` |
+//! | `kube_fsm_shards_held` (with [`crate::Operator::replicas`] with [`crate::replicas::Sharding`]) | `machine` |
 //! | `kube_fsm_shard_labels_written_total` | `machine` |
 //! | `kube_fsm_unlabelled_objects` (objects whose shard label write failed and is retried) | `machine` |
 //! | `kube_fsm_concurrency_limit` (reconciles allowed at once now: cut by sustained overload) | `machine` |
@@ -72,7 +72,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::model::state_machine::StateMachine;
+use crate::machine::state_machine::StateMachine;
 use crate::pure::drift::DRIFT_ACTIONS;
 
 mod cache;

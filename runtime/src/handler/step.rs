@@ -1,6 +1,6 @@
 //! The step a phase handler works through: the object's status (its own fields and the
 //! machine's conditions), requeue, the clock, and the operator's context (client, caches,
-//! children, Events; see [`crate::handling::children`]).
+//! children, Events; see [`crate::handler::children`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,10 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
-use crate::handling::context::Context;
-use crate::model::conditions::{self, ConditionError};
-use crate::model::machine::ConditionType;
-use crate::model::state_machine::StateMachine;
+use crate::handler::context::Context;
+use crate::machine::conditions::{self, ConditionError};
+use crate::machine::data::ConditionType;
+use crate::machine::state_machine::StateMachine;
 
 /// What a handler can do besides choosing the next phase: change the status's own fields, set
 /// conditions (typed by the spec's condition enum), ask to be reconciled again, and reach the

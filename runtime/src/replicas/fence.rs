@@ -1,5 +1,5 @@
 //! The holding a reconcile runs under. With sharding, each reconcile starts under one holding
-//! of its object's shard (see [`crate::ha::shards`]), and every write it makes — the engine's
+//! of its object's shard (see [`crate::replicas::shards`]), and every write it makes — the engine's
 //! status and metadata patches and Events, the step's applies, deletes and Events — first
 //! checks that this holding still stands, right before the request (after any wait for a
 //! slot), so nothing is written for a shard this replica gave up or lost. The holding travels
@@ -7,11 +7,11 @@
 //! need no extra argument. Without sharding there is none, and every check passes.
 //!
 //! What this cannot fence: requests a handler sends through its own client. Those stop when
-//! the holding ends and the reconcile is cancelled (see [`crate::ha::shards`]).
+//! the holding ends and the reconcile is cancelled (see [`crate::replicas::shards`]).
 
 use std::future::Future;
 
-use crate::ha::shards::Fence;
+use crate::replicas::shards::Fence;
 
 tokio::task_local! {
     static CURRENT: Fence;

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 
-use crate::ha::shard::Sharding;
+use crate::replicas::shard::Sharding;
 use crate::watch::cache::{Cache, Cached};
 use crate::watch::pace::Pace;
 
@@ -57,7 +57,7 @@ pub enum ContextError {
         owner: String,
     },
     /// Not sent: this replica no longer holds the object's shard (it was given up or its
-    /// renewal is late; see [`crate::Operator::replicas`] with [`crate::controller::Sharding`]). The reconcile's outcome is
+    /// renewal is late; see [`crate::Operator::replicas`] with [`crate::replicas::Sharding`]). The reconcile's outcome is
     /// dropped and the shard's holder reconciles the object.
     #[error("not sent: this replica no longer holds the object's shard")]
     Fenced,
@@ -100,7 +100,7 @@ impl Context {
     ///
     /// ```no_run
     /// # fn demo(client: kube::Client, children: Vec<k8s_openapi::api::core::v1::ConfigMap>) {
-    /// use kube_fsm::handler::Cache;
+    /// use kube_fsm::watch::Cache;
     /// let context = kube_fsm::Context::new(client).with_cache(Cache::from_objects(children));
     /// # }
     /// ```

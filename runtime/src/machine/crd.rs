@@ -41,9 +41,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use crate::model::description::{Description, MACHINE_ANNOTATION};
-use crate::model::machine::{MachineData, TriggerData};
-use crate::model::state_machine::StateMachine;
+use crate::machine::data::{MachineData, TriggerData};
+use crate::machine::description::{Description, MACHINE_ANNOTATION};
+use crate::machine::state_machine::StateMachine;
 
 /// The `reason` of the phase rules' failures.
 pub const FORBIDDEN: &str = "FieldValueForbidden";

@@ -10,8 +10,8 @@ use super::{
     ControllerLabels, DriftLabels, EdgeLabels, Families, KindLabels, MachineLabels,
     PermissionLabels, PhaseLabels, ResultLabels,
 };
-use crate::model::machine::Phase;
-use crate::model::status::PhaseValue;
+use crate::machine::data::Phase;
+use crate::machine::status::PhaseValue;
 
 /// How a reconcile ended, as controller-runtime labels it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

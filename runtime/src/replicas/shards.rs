@@ -1,12 +1,12 @@
 //! The shards this replica holds: one Lease per shard, held with leader election's timing
-//! (see [`crate::ha::leader`]), and a membership Lease per replica so that each takes its fair
+//! (see [`crate::replicas::leader`]), and a membership Lease per replica so that each takes its fair
 //! share. A replica serves a shard (starts reconciles for its objects) only while its last
 //! successful renewal is younger than the renew deadline, counted from the start of that
 //! renewal's request; another replica takes the shard only once its Lease is released or has
 //! not changed for its duration on that replica's clock.
 //!
 //! Each acquisition is a *holding* with a number of its own. A reconcile starts under one
-//! holding and every write it makes is fenced by it (see [`crate::ha::fence`]). A shard given up in
+//! holding and every write it makes is fenced by it (see [`crate::replicas::fence`]). A shard given up in
 //! a rebalance stops starting reconciles, waits for those in flight (at most half the margin
 //! between the deadline and the duration), cancels the rest, waits for them to stop, and only
 //! then releases its Lease — beside the Lease loop, which goes on renewing the shards it keeps
@@ -27,10 +27,10 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-use crate::ha::lease::{LeaseError, LeaseLock, Observed};
-use crate::ha::shard::{Sharding, fair_share, rebalance};
-use crate::observe::metrics::MachineMetrics;
-use crate::pure::label::dns_label;
+use crate::metrics::MachineMetrics;
+use crate::replicas::label::dns_label;
+use crate::replicas::lease::{LeaseError, LeaseLock, Observed};
+use crate::replicas::shard::{Sharding, fair_share, rebalance};
 use crate::watch::health::Health;
 
 /// A shard this replica holds.
@@ -83,7 +83,7 @@ pub(crate) struct Shards {
     metrics: Vec<Arc<MachineMetrics>>,
 }
 
-/// One holding of one shard: what a reconcile's writes are fenced by (see [`crate::ha::fence`]).
+/// One holding of one shard: what a reconcile's writes are fenced by (see [`crate::replicas::fence`]).
 #[derive(Clone, Debug)]
 pub(crate) struct Fence {
     pub(crate) shards: Arc<Shards>,

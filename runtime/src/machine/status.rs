@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::model::machine::Phase;
+use crate::machine::data::Phase;
 
 /// The status fields kube-fsm owns. Put it in your status struct as one flattened field
 /// named `machine` (see the crate-level example):

@@ -52,3 +52,14 @@ pub enum Verdict {
     /// Refuse it; the object stays and a Warning event carries the message.
     Veto(String),
 }
+
+/// A handler picked a target the spec does not allow (only possible by bypassing the typed
+/// API); the engine refuses it and writes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("illegal transition {from} -> {to}: the spec declares no such edge")]
+pub struct IllegalTransition {
+    /// The phase the object is in.
+    pub from: &'static str,
+    /// The target that was refused.
+    pub to: &'static str,
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use kube::api::ObjectMeta;
 
-use crate::ha::lease::Timing;
+use crate::replicas::lease::Timing;
 
 /// What decides an object's shard.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,12 +24,12 @@ pub enum ShardKey {
 }
 
 /// Spreads the objects over replicas: each replica reconciles only the objects of the shards
-/// whose Leases it holds, and watches only those (see [`crate::Operator::replicas`] with [`crate::controller::Sharding`]).
+/// whose Leases it holds, and watches only those (see [`crate::Operator::replicas`] with [`crate::replicas::Sharding`]).
 ///
 /// ```no_run
-/// let sharding = kube_fsm::controller::Sharding::new("database-operator", "operators", 12)
+/// let sharding = kube_fsm::replicas::Sharding::new("database-operator", "operators", 12)
 ///     .identity(std::env::var("POD_NAME").unwrap_or_else(|_| "local".into()))
-///     .key(kube_fsm::controller::ShardKey::Namespace);
+///     .key(kube_fsm::replicas::ShardKey::Namespace);
 /// # let _ = sharding;
 /// ```
 #[derive(Clone, Debug)]
@@ -45,7 +45,7 @@ impl Sharding {
     /// `shards` shards (1 to 1 000; fixed for the life of the objects: changing it moves
     /// objects to other shards) held through the Leases `{name}-shard-{i}` in `namespace`.
     /// `name` also names the label `shard.kube-fsm.io/{name}` (at most 63 characters).
-    /// Defaults as [`crate::controller::LeaderElection`]'s: identity = host name plus a random suffix,
+    /// Defaults as [`crate::replicas::LeaderElection`]'s: identity = host name plus a random suffix,
     /// Lease duration 15 s, renew deadline 10 s, retry period 2 s.
     pub fn new(name: impl Into<String>, namespace: impl Into<String>, shards: u32) -> Self {
         Sharding {

@@ -19,7 +19,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tokio::time::Instant;
 
-use crate::ha::lease::{LeaseLock, Observed, Timing};
+use crate::replicas::lease::{LeaseLock, Observed, Timing};
 use crate::watch::health::Health;
 
 /// This replica lost the Lease (`Operator::run` returns `Stopped::LeaseLost`).
@@ -32,7 +32,7 @@ pub(crate) type Lost = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 /// Which Lease to hold and how.
 ///
 /// ```no_run
-/// let election = kube_fsm::controller::LeaderElection::new("database-operator", "operators")
+/// let election = kube_fsm::replicas::LeaderElection::new("database-operator", "operators")
 ///     .identity(std::env::var("POD_NAME").unwrap_or_else(|_| "local".into()))
 ///     .duration(std::time::Duration::from_secs(15))
 ///     .renew_deadline(std::time::Duration::from_secs(10));

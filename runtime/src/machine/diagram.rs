@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::model::description::Description;
+use crate::machine::description::Description;
 
 /// The form of a diagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,7 +129,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::DiagramFormat;
-    use crate::model::description::Description;
+    use crate::machine::description::Description;
     use crate::test_machines::DatabasePhase;
 
     fn description() -> Description {

@@ -10,10 +10,10 @@ use kube::{Api, Client};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::ha::fence;
-use crate::handling::context::ContextError;
-use crate::handling::step::Step;
-use crate::model::state_machine::StateMachine;
+use crate::handler::context::ContextError;
+use crate::handler::step::Step;
+use crate::machine::state_machine::StateMachine;
+use crate::replicas::fence;
 use crate::watch::cache::{Cache, Cached, Watched};
 use crate::watch::scope::Scoped;
 
@@ -96,7 +96,7 @@ impl<K: StateMachine> Step<K> {
     /// ([`Applied::Unchanged`]): a converged operator writes nothing, and a field a handler
     /// stops setting is removed, as server-side apply removes it. The written child goes
     /// into the cache at once, so the next step reads it even before its watch event arrives.
-    /// With [`crate::Operator::replicas`] with [`crate::controller::Sharding`], the child also gets its
+    /// With [`crate::Operator::replicas`] with [`crate::replicas::Sharding`], the child also gets its
     /// owner's shard label.
     ///
     /// # Errors
@@ -246,7 +246,7 @@ impl<K: StateMachine> Step<K> {
 }
 
 /// Refuses a write of a reconcile whose shard this replica no longer holds (see
-/// [`crate::ha::fence`]).
+/// [`crate::replicas::fence`]).
 fn fenced() -> Result<(), ContextError> {
     if fence::open() {
         Ok(())

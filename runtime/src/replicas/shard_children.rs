@@ -19,8 +19,8 @@ use futures::future::BoxFuture;
 use kube::api::ObjectMeta;
 use kube::core::PartialObjectMeta;
 
-use crate::ha::fence;
-use crate::ha::shard_label::{Adopt, Labeller};
+use crate::replicas::fence;
+use crate::replicas::shard_label::{Adopt, Labeller};
 use crate::watch::cache::{Cache, Watched};
 
 /// The children of kind `R` without a valid shard label (metadata only, from their own

@@ -9,14 +9,15 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use serde_json::Value;
 
-use crate::handling::context::Context;
-use crate::handling::dispatch::Dispatch;
-use crate::handling::step::Step;
-use crate::model::machine::Phase;
-use crate::model::next::Verdict;
-use crate::model::state_machine::StateMachine;
-use crate::model::status::{MachineStatus, PhaseValue};
-use crate::pure::decide::{self, IllegalTransition, Position, Transition, UNKNOWN_PHASE_RESET};
+use crate::handler::context::Context;
+use crate::handler::dispatch::Dispatch;
+use crate::handler::step::Step;
+use crate::machine::data::Phase;
+use crate::machine::next::IllegalTransition;
+use crate::machine::next::Verdict;
+use crate::machine::state_machine::StateMachine;
+use crate::machine::status::{MachineStatus, PhaseValue};
+use crate::pure::decide::{self, Position, Transition, UNKNOWN_PHASE_RESET};
 use crate::pure::readiness::{self, Stall};
 use crate::pure::{merge_patch, pause};
 

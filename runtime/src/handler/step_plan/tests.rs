@@ -3,13 +3,13 @@
 //! outcome and veto, a step plans only a legal move, fires a due timeout unless vetoed, and
 //! writes only when something changed.
 
-use crate::handling::context::Context;
-use crate::handling::step::Step;
-use crate::handling::step_plan::{self, legal_over};
-use crate::model::conditions::ConditionError;
-use crate::model::machine::Phase;
-use crate::model::next::{Cleanup, Next, Verdict};
-use crate::model::status::{MachineStatus, PhaseValue};
+use crate::handler::context::Context;
+use crate::handler::step::Step;
+use crate::handler::step_plan::{self, legal_over};
+use crate::machine::conditions::ConditionError;
+use crate::machine::data::Phase;
+use crate::machine::next::{Cleanup, Next, Verdict};
+use crate::machine::status::{MachineStatus, PhaseValue};
 use crate::pure::decide;
 use crate::test_machines::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

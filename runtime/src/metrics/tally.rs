@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
 use super::recorder::phase_label;
-use crate::model::machine::Phase;
-use crate::model::status::{MachineStatus, PhaseValue};
+use crate::machine::data::Phase;
+use crate::machine::status::{MachineStatus, PhaseValue};
 use crate::pure::decide::{self, Position};
 use crate::pure::pause;
 use crate::pure::readiness::{STALL_REASONS, STALLED};

@@ -28,15 +28,15 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
-use crate::ha::lease::Observed;
-use crate::ha::shards::Shards;
-use crate::observe::metrics::MachineMetrics;
+use crate::metrics::MachineMetrics;
 use crate::pure::backoff::Backoff;
 use crate::pure::selection;
+use crate::replicas::lease::Observed;
+use crate::replicas::shards::Shards;
 use crate::watch::scope::Scoped;
 
 /// The unlabelled children of one owned kind, and how they get their owner's label (see
-/// [`crate::ha::shard_children`]).
+/// [`crate::replicas::shard_children`]).
 pub(crate) trait Adopt: Send + Sync {
     /// Labels the children of the object with `owner` (a served object of the machine) that
     /// have no valid shard label with its shard, and caches them.
@@ -57,7 +57,7 @@ pub(crate) struct Labeller {
     pub shards: Arc<Shards>,
     pub field_manager: String,
     pub metrics: Arc<MachineMetrics>,
-    /// The owned kinds' labellers of unlabelled children (see [`crate::ha::shard_children`]).
+    /// The owned kinds' labellers of unlabelled children (see [`crate::replicas::shard_children`]).
     pub children: Arc<Adopters>,
 }
 

@@ -3,8 +3,8 @@
 
 use std::fmt::Debug;
 
-use crate::model::machine::{ConditionType, MachineData, Phase};
-use crate::model::status::MachineStatus;
+use crate::machine::data::{ConditionType, MachineData, Phase};
+use crate::machine::status::MachineStatus;
 
 /// Implemented by `#[state_machine]` on the custom resource: its status type and where the
 /// machine's fields live in it.

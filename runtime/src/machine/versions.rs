@@ -5,7 +5,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::crd::merge_crds;
 
-use crate::model::description::MACHINE_ANNOTATION;
+use crate::machine::description::MACHINE_ANNOTATION;
 
 /// Why the versions' CRDs do not make one resource.
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +119,7 @@ fn version(crd: &CustomResourceDefinition) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::crd::crd;
+    use crate::machine::crd::crd;
     use crate::test_machines::Database;
 
     fn as_version(name: &str) -> CustomResourceDefinition {

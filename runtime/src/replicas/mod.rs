@@ -1,0 +1,47 @@
+//! Several replicas, one writer per object: how they share the work ([`Replicas`]), leader
+//! election ([`LeaderElection`]), sharding ([`Sharding`], [`ShardKey`], [`shard_of`]); inside
+//! the crate, Leases, shards and their holdings, the fence every write checks, and the shard
+//! label on objects and children.
+
+pub(crate) mod fence;
+pub(crate) mod label;
+pub(crate) mod leader;
+pub(crate) mod lease;
+pub(crate) mod shard;
+pub(crate) mod shard_children;
+pub(crate) mod shard_label;
+pub(crate) mod shards;
+
+pub use label::dns_label;
+pub use leader::LeaderElection;
+pub use shard::{ShardKey, Sharding, shard_of};
+
+/// How an operator's replicas share the work (see [`crate::Operator::replicas`]).
+#[derive(Clone, Debug, Default)]
+pub enum Replicas {
+    /// One replica reconciles every object (the default).
+    #[default]
+    One,
+    /// Only the replica holding the Lease reconciles; the others wait. `run` returns when
+    /// leadership is lost, so exit the process and let Kubernetes restart it, as
+    /// controller-runtime's manager does.
+    LeaderElection(LeaderElection),
+    /// Each replica reconciles and watches only the objects of the shards it holds. Each
+    /// object gets its shard label once (one metadata patch), written by the replica holding
+    /// shard 0. At most one replica reconciles an object at any time; a crashed replica's
+    /// shards are taken over after the Lease duration; replicas joining or leaving rebalance
+    /// the shards.
+    Sharded(Sharding),
+}
+
+impl From<LeaderElection> for Replicas {
+    fn from(election: LeaderElection) -> Self {
+        Replicas::LeaderElection(election)
+    }
+}
+
+impl From<Sharding> for Replicas {
+    fn from(sharding: Sharding) -> Self {
+        Replicas::Sharded(sharding)
+    }
+}
