@@ -14,8 +14,8 @@ use kube_fsm::machine::Description;
 use kube_fsm::operator::rbac::Rbac;
 use kube_fsm::replicas::Replicas;
 
-/// A machine for [`App::machine_with`](super::App::machine_with): its operator's builder, and what the
-/// commands need beyond its types (`App::machine` takes the builder alone).
+/// A machine for [`App::machine_with`](super::App::machine_with): its operator's builder, and
+/// what the commands need beyond its types (`App::machine` takes the builder alone).
 pub struct Machine<K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static, H> {
     build: Box<dyn Fn(Client) -> Operator<K, H>>,
     crd: Option<CustomResourceDefinition>,

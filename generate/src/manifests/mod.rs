@@ -1,11 +1,11 @@
 //! The manifests that deploy an operator: a kustomize base with the CRDs, its Namespace, the
 //! ServiceAccount, the least-privilege RBAC of [`kube_fsm::Operator::rbac`], the Deployment
-//! (probes, metrics port, a hardened security context, a termination grace longer than the Lease's renew
-//! deadline), a metrics Service, a PodDisruptionBudget when there is more than one replica,
-//! and with the webhook its Service, registration, cert-manager certificate and a
-//! NetworkPolicy admitting only the webhook's and the metrics' ports. Beside the base,
-//! `prometheus/` holds prometheus-operator's ServiceMonitor (`kubectl apply -k
-//! DIR/prometheus` too where prometheus-operator runs; the base applies anywhere).
+//! (probes, metrics port, a hardened security context, a termination grace longer than the Lease's
+//! renew deadline), a metrics Service, a PodDisruptionBudget when there is more than one replica,
+//! and with the webhook its Service, registration, cert-manager certificate and a NetworkPolicy
+//! admitting only the webhook's and the metrics' ports. Beside the base, `prometheus/` holds
+//! prometheus-operator's ServiceMonitor (`kubectl apply -k DIR/prometheus` too where
+//! prometheus-operator runs; the base applies anywhere).
 
 mod objects;
 mod webhook;

@@ -29,7 +29,6 @@ pub(crate) mod memory;
 mod paused;
 mod repair;
 mod report;
-mod shard_gate;
 mod write;
 
 use crate::engine::finalizer::Gate;
@@ -46,8 +45,7 @@ use crate::metrics::{MachineMetrics, ReconcileResult};
 use crate::pure::backoff::Failure;
 use crate::pure::decide::{self, Position};
 use crate::pure::{message, pause};
-use crate::replicas::fence;
-use crate::replicas::shard_label::Labeller;
+use crate::replicas::turn::{self, Turns};
 use crate::watch::health::Health;
 use crate::watch::pace::Ticket;
 use crate::watch::scope::Scoped;
@@ -110,8 +108,8 @@ pub(crate) struct Engine<K: Resource<DynamicType = ()> + StateMachine, H> {
     cache: Arc<OnceLock<Store<K>>>,
     /// The connection to the API server.
     pub(crate) health: Health,
-    /// With sharding: the shards this replica serves, and the writer of their labels.
-    pub(crate) labeller: Option<Labeller>,
+    /// Whose objects this replica reconciles (all, or those of the shards it serves).
+    pub(crate) turns: Turns,
 }
 
 impl<K: Resource<DynamicType = ()> + StateMachine, H> Debug for Engine<K, H> {
@@ -148,13 +146,14 @@ where
             memory: Memory::default(),
             cache,
             health,
-            labeller: None,
+            turns: Turns::every(),
         }
     }
 
-    /// With sharding: reconcile only the objects of the shards `labeller` serves.
-    pub(crate) fn sharded(mut self, labeller: Option<Labeller>) -> Self {
-        self.labeller = labeller;
+    /// Reconcile only the objects that are this replica's `turns` (with sharding: those of the
+    /// shards it serves).
+    pub(crate) fn sharded(mut self, turns: Turns) -> Self {
+        self.turns = turns;
         self
     }
 
@@ -175,9 +174,9 @@ where
     /// `reason`.
     ///
     /// With sharding, the reconcile runs under the holding of the object's shard it started
-    /// in (see [`crate::replicas::fence`]): it is cancelled when that holding ends, and its outcome is
-    /// dropped once the holding no longer stands (the shard's next holder reconciles the
-    /// object).
+    /// in (see [`crate::replicas::turn`]): it is cancelled when that holding ends, and its
+    /// outcome is dropped once the holding no longer stands (the shard's next holder reconciles
+    /// the object).
     ///
     /// Its place in line for a slot ([`crate::watch::pace::Ticket`]) is its object's first
     /// change since its last reconcile, looked up here, when kube's controller dispatches it:
@@ -192,7 +191,7 @@ where
             .dispatched(&arrival_key(object.as_ref()));
         // Unsharded, the reconcile asks for its slot straight away: in line now, so that
         // kube's order of polling the reconciles it dispatched together does not matter.
-        let ticket = if engine.labeller.is_none() {
+        let ticket = if !engine.turns.by_shard() {
             ticket.enlist()
         } else {
             ticket
@@ -205,25 +204,24 @@ where
         engine: Arc<Self>,
         ticket: Ticket,
     ) -> Result<Action, ReconcileError> {
-        let in_flight = match engine.shard_gate(&object).await {
+        let turn = match engine.turns.take::<K>(object.meta()).await {
             Ok(None) => return engine.reconcile_here(&object, ticket).await,
-            Ok(Some(in_flight)) => in_flight,
+            Ok(Some(turn)) => turn,
             Err(action) => return Ok(action),
         };
-        let fence = in_flight.fence().clone();
         // What an earlier holding of the shard remembered is forgotten: another replica may
         // have moved the object since.
-        engine.memory.under(&object, fence.holding);
+        engine.memory.under(&object, turn.holding());
         let result = tokio::select! {
             biased;
-            () = in_flight.ended() => {
+            () = turn.ended() => {
                 tracing::info!(object = %object.name_any(), "reconcile cancelled: the object's shard is no longer held");
                 return Ok(Action::await_change());
             }
-            result = fence::under(Some(fence.clone()), engine.reconcile_here(&object, ticket)) => result,
+            result = turn.run(engine.reconcile_here(&object, ticket)) => result,
         };
         match result {
-            Err(err) if !fence.holds() => {
+            Err(err) if !turn.stands() => {
                 tracing::debug!(object = %object.name_any(), %err, "reconcile ended after the object's shard was given up");
                 Ok(Action::await_change())
             }
@@ -353,7 +351,7 @@ where
     /// After a wait: `Some` (when to look again) if the reconcile may not go on, because the
     /// holding of the object's shard it runs under no longer serves.
     fn unless_served(&self, object: &K) -> Option<Requeue> {
-        (!fence::serving()).then(|| self.unserved(object))
+        (!turn::may_go_on()).then(|| self.turns.again(object.meta()))
     }
 
     /// Forgets objects that left the cache, or came back under a new UID, once the memory has
@@ -451,12 +449,10 @@ where
             .ready(self.config.reconnect_max)
             .await?;
         // With sharding: its children without a shard label get it now, and are cached.
-        if let Some(labeller) = &self.labeller {
-            labeller
-                .adopt_children(object.meta())
-                .await
-                .during(EngineRequest::ShardLabel)?;
-        }
+        self.turns
+            .adopt_children(object.meta())
+            .await
+            .during(EngineRequest::ShardLabel)?;
         let api = self.api_for(&object);
         let mut conflicts = 0;
         loop {

@@ -13,7 +13,7 @@ use crate::handler::step_plan::Plan;
 use crate::machine::data::Phase;
 use crate::machine::status::PhaseValue;
 use crate::pure::decide::Transition;
-use crate::replicas::fence;
+use crate::replicas::turn;
 
 impl<K, H> Engine<K, H>
 where
@@ -157,7 +157,7 @@ where
             secondary: None,
         };
         self.context.pace().write().await;
-        if !fence::open() {
+        if !turn::may_write() {
             tracing::debug!(object = %object.name_any(), reason, "not recorded: the object's shard is no longer held");
             return;
         }

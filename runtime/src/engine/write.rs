@@ -7,7 +7,7 @@ use kube::{Api, ResourceExt};
 use serde_json::Value;
 
 use crate::engine::{During, Engine, EngineRequest, Reconcilable, ReconcileError, Requeue};
-use crate::replicas::fence;
+use crate::replicas::turn;
 
 /// How a locked write ended.
 pub(crate) enum Write<K> {
@@ -18,7 +18,7 @@ pub(crate) enum Write<K> {
     /// 404: the object is gone.
     Gone,
     /// Not written: the holding of its shard this reconcile started under ended or is late
-    /// (see [`crate::replicas::fence`]); when to look again (soon while the renewal is only late,
+    /// (see [`crate::replicas::turn`]); when to look again (soon while the renewal is only late,
     /// so a timeout or requeue this step computed is deferred, not lost).
     Fenced(Requeue),
 }
@@ -72,8 +72,8 @@ where
         let name = object.name_any();
         let params = self.patch_params();
         self.context.pace().write().await;
-        if !fence::open() {
-            return Ok(Write::Fenced(self.unserved(object)));
+        if !turn::may_write() {
+            return Ok(Write::Fenced(self.turns.again(object.meta())));
         }
         let result = match target {
             Target::Status => {

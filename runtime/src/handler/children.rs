@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::handler::context::ContextError;
 use crate::handler::step::Step;
 use crate::machine::state_machine::StateMachine;
-use crate::replicas::fence;
+use crate::replicas::turn;
 use crate::watch::cache::{Cache, Cached, Watched};
 use crate::watch::scope::Scoped;
 
@@ -96,8 +96,8 @@ impl<K: StateMachine> Step<K> {
     /// ([`Applied::Unchanged`]): a converged operator writes nothing, and a field a handler
     /// stops setting is removed, as server-side apply removes it. The written child goes
     /// into the cache at once, so the next step reads it even before its watch event arrives.
-    /// With [`crate::Operator::replicas`] with [`crate::replicas::Sharding`], the child also gets its
-    /// owner's shard label.
+    /// With [`crate::Operator::replicas`] with [`crate::replicas::Sharding`], the child also
+    /// gets its owner's shard label.
     ///
     /// # Errors
     ///
@@ -246,9 +246,9 @@ impl<K: StateMachine> Step<K> {
 }
 
 /// Refuses a write of a reconcile whose shard this replica no longer holds (see
-/// [`crate::replicas::fence`]).
+/// [`crate::replicas::turn`]).
 fn fenced() -> Result<(), ContextError> {
-    if fence::open() {
+    if turn::may_write() {
         Ok(())
     } else {
         Err(ContextError::Fenced)

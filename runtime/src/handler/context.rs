@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 
-use crate::replicas::shard::Sharding;
+use crate::replicas::turn::Turns;
 use crate::watch::cache::{Cache, Cached};
 use crate::watch::pace::Pace;
 
@@ -57,8 +57,8 @@ pub enum ContextError {
         owner: String,
     },
     /// Not sent: this replica no longer holds the object's shard (it was given up or its
-    /// renewal is late; see [`crate::Operator::replicas`] with [`crate::replicas::Sharding`]). The reconcile's outcome is
-    /// dropped and the shard's holder reconciles the object.
+    /// renewal is late; see [`crate::Operator::replicas`] with [`crate::replicas::Sharding`]).
+    /// The reconcile's outcome is dropped and the shard's holder reconciles the object.
     #[error("not sent: this replica no longer holds the object's shard")]
     Fenced,
     /// An object could not be encoded as JSON.
@@ -81,8 +81,9 @@ pub struct Context {
     field_manager: String,
     caches: Caches,
     pace: Arc<Pace>,
-    /// With sharding: children applied through a step carry their owner's shard label.
-    sharding: Option<Sharding>,
+    /// Whose objects this replica reconciles; with sharding, children applied through a step
+    /// carry their owner's shard label.
+    turns: Turns,
 }
 
 impl fmt::Debug for Context {
@@ -131,19 +132,20 @@ impl Context {
             field_manager: field_manager.to_owned(),
             caches,
             pace,
-            sharding: None,
+            turns: Turns::every(),
         }
     }
 
-    /// Children applied through a step get their owner's shard label (see [`Sharding`]).
-    pub(crate) fn with_sharding(mut self, sharding: Option<Sharding>) -> Self {
-        self.sharding = sharding;
+    /// Children applied through a step get their owner's shard label (see
+    /// [`crate::replicas::Sharding`]).
+    pub(crate) fn with_turns(mut self, turns: Turns) -> Self {
+        self.turns = turns;
         self
     }
 
-    /// The operator's sharding, if any.
-    pub(crate) fn sharding(&self) -> Option<&Sharding> {
-        self.sharding.as_ref()
+    /// Whose objects this replica reconciles (with sharding, the shards it serves).
+    pub(crate) fn turns(&self) -> &Turns {
+        &self.turns
     }
 
     /// Adds (or replaces) the cache of `R`.

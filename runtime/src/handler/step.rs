@@ -65,9 +65,7 @@ impl<K: StateMachine> Step<K> {
                 uid: object.meta().uid.clone(),
                 as_owner: object.controller_owner_ref(&()),
                 reference: object.object_ref(&()),
-                shard_label: context
-                    .sharding()
-                    .map(|s| (s.label(), s.shard_of(object.meta()).to_string())),
+                shard_label: context.turns().child_label(object.meta()),
             },
             context,
         }

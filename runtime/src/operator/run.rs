@@ -15,6 +15,7 @@ use crate::handler::context::Context;
 use crate::operator::sources::Wire;
 use crate::replicas::shard_label::Labeller;
 use crate::replicas::shards::Shards;
+use crate::replicas::turn::Turns;
 use crate::watch::health::ReconnectBackoff;
 use crate::watch::pace::{self, Pace};
 use crate::watch::shared::SharedWatches;
@@ -50,8 +51,7 @@ where
         let health = self.health.clone();
         let selector = self.watcher.label_selector.clone();
         let namespace = self.namespace.clone();
-        let (controller, engine) = self.build(stop, shards, shared);
-        let labeller = engine.labeller.clone();
+        let (controller, engine, labeller) = self.build(stop, shards, shared);
         async move {
             // With sharding: labels new objects while this replica serves shard 0.
             let beside = Beside(
@@ -93,7 +93,7 @@ where
         stop: impl Future<Output = ()> + Send + Sync + 'static,
         shards: Option<Arc<Shards>>,
         shared: Option<&SharedWatches>,
-    ) -> (Controller<K>, Arc<Engine<K, H>>) {
+    ) -> (Controller<K>, Arc<Engine<K, H>>, Option<Labeller>) {
         let namespace = self.namespace.as_deref();
         let api = K::api_in::<Lenient<K>>(self.client.clone(), namespace);
         let (reader, writer) = reflector::store::<K>();
@@ -155,6 +155,7 @@ where
             },
         );
         let _ = self.store.set(controller.store());
+        let turns = Turns::sharded(labeller.clone());
         let context = Arc::new(
             Context::with_manager(
                 self.client,
@@ -163,7 +164,7 @@ where
                 self.caches,
                 pace,
             )
-            .with_sharding(labeller.as_ref().map(|l| l.shards.sharding.clone())),
+            .with_turns(turns.clone()),
         );
         let engine = Arc::new(
             Engine::new(
@@ -175,11 +176,11 @@ where
                 self.health,
                 context,
             )
-            .sharded(labeller),
+            .sharded(turns),
         );
         let controller = controller
             .reconcile_on(engine.clone().recovery())
             .graceful_shutdown_on(stop);
-        (controller, engine)
+        (controller, engine, labeller)
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod shard;
 pub(crate) mod shard_children;
 pub(crate) mod shard_label;
 pub(crate) mod shards;
+pub(crate) mod turn;
 
 pub use label::dns_label;
 pub use leader::LeaderElection;
