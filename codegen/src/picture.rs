@@ -46,15 +46,27 @@ pub fn svg(dot: &str) -> Result<String, String> {
     .unwrap_or_else(|_| Err("the diagram could not be laid out".to_owned()))
 }
 
-/// The machine drawn twice from its DOT text: as it is, and with a second line under each
-/// phase name holding a slot (`#00000` for the first phase, `#00001` for the second…) that
-/// the runtime fills with the number of objects in the phase. The operator's binary then
-/// carries both pictures as text and links no layout engine.
+/// The machine drawn twice from its DOT text, as the operator's binary carries it (so that it
+/// links no layout engine).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pictures {
+    /// The machine as it is.
+    pub plain: String,
+    /// The machine with a second line under each phase name for its number of objects, cut
+    /// where those numbers go: `pieces[0]`, the count of phase `slots[0]`, `pieces[1]`, …, and
+    /// the last piece (one more piece than slots).
+    pub pieces: Vec<String>,
+    /// The index (in the spec's order) of the phase whose count goes after each piece but the
+    /// last.
+    pub slots: Vec<usize>,
+}
+
+/// The machine's [`Pictures`] from its DOT text and its phases in the spec's order.
 ///
 /// # Errors
 ///
 /// As [`svg`].
-pub fn pictures(dot: &str, phases: &[&str]) -> Result<(String, String), String> {
+pub fn pictures(dot: &str, phases: &[&str]) -> Result<Pictures, String> {
     let plain = svg(dot)?;
     let at = dot.rfind('}').unwrap_or(dot.len());
     let mut counted = dot[..at].to_owned();
@@ -65,13 +77,47 @@ pub fn pictures(dot: &str, phases: &[&str]) -> Result<(String, String), String> 
         ));
     }
     counted.push_str(&dot[at..]);
-    Ok((plain, svg(&counted)?))
+    let (pieces, slots) = cut(&svg(&counted)?);
+    Ok(Pictures {
+        plain,
+        pieces,
+        slots,
+    })
 }
 
-/// The text standing for the count of the `index`-th phase in the counted picture: six
-/// characters wide, as wide as a count below a million.
-pub fn count_slot(index: usize) -> String {
+/// The text standing for the count of the `index`-th phase while the counted picture is laid
+/// out: six characters wide, as wide as a count below a million.
+fn count_slot(index: usize) -> String {
     format!("#{index:05}")
+}
+
+/// `svg` cut at each count slot (a text element holding only `#NNNNN`): the pieces around
+/// them, and the phase index each slot stood for.
+fn cut(svg: &str) -> (Vec<String>, Vec<usize>) {
+    let (mut pieces, mut slots, mut piece) = (Vec::new(), Vec::new(), String::new());
+    let mut rest = svg;
+    while let Some(at) = rest.find(">#") {
+        let (before, after) = rest.split_at(at + 1);
+        piece.push_str(before);
+        let digits = after.get(1..6).filter(|digits| {
+            digits.bytes().all(|b| b.is_ascii_digit()) && after[6..].starts_with('<')
+        });
+        match digits.and_then(|digits| digits.parse().ok()) {
+            Some(index) => {
+                pieces.push(std::mem::take(&mut piece));
+                slots.push(index);
+                rest = &after[6..];
+            }
+            // `>#` in other text: part of the piece.
+            None => {
+                piece.push('#');
+                rest = &after[1..];
+            }
+        }
+    }
+    piece.push_str(rest);
+    pieces.push(piece);
+    (pieces, slots)
 }
 
 /// The SVG without its XML declaration, scaled down to a narrower page (its own size is the
@@ -168,13 +214,16 @@ mod tests {
 
     #[test]
     fn the_counted_picture_has_a_slot_under_each_phase() {
-        let (plain, counted) = super::pictures(DOT, &["Pending", "Ready", "Gone"]).unwrap();
-        assert_eq!(plain, svg(DOT).unwrap());
-        for i in 0..3 {
-            let slot = format!(">{}<", super::count_slot(i));
-            assert_eq!(counted.matches(&slot).count(), 1, "{slot} in {counted}");
-        }
-        assert!(!plain.contains(">#0000"), "{plain}");
+        let pictures = super::pictures(DOT, &["Pending", "Ready", "Gone"]).unwrap();
+        assert_eq!(pictures.plain, svg(DOT).unwrap());
+        let mut slots = pictures.slots.clone();
+        slots.sort_unstable();
+        assert_eq!(slots, [0, 1, 2], "one slot per phase");
+        assert_eq!(pictures.pieces.len(), 4);
+        assert!(pictures.pieces.iter().all(|p| !p.contains(">#0000")));
+        assert!(pictures.pieces[..3].iter().all(|p| p.ends_with('>')));
+        assert!(pictures.pieces[1..].iter().all(|p| p.starts_with('<')));
+        assert!(!pictures.plain.contains(">#0000"), "{}", pictures.plain);
     }
 
     #[test]

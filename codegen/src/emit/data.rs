@@ -6,6 +6,7 @@ use quote::quote;
 
 use crate::lower::{Diagrams, Lowered};
 use crate::model::{Drift, Trigger};
+use crate::picture::Pictures;
 
 pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
     let machine = lowered.machine;
@@ -62,8 +63,16 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
         cel_first_phase_rule,
     } = &lowered.diagrams;
     let picture = match pictures {
-        Ok((plain, counted)) => quote!(::core::result::Result::Ok(
-            ::kube_fsm::__private::PictureData { plain: #plain, counted: #counted }
+        Ok(Pictures {
+            plain,
+            pieces,
+            slots,
+        }) => quote!(::core::result::Result::Ok(
+            ::kube_fsm::__private::PictureData {
+                plain: #plain,
+                pieces: &[#(#pieces),*],
+                slots: &[#(#slots),*],
+            }
         )),
         Err(why) => quote!(::core::result::Result::Err(#why)),
     };

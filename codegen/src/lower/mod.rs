@@ -8,6 +8,7 @@ use quote::format_ident;
 
 use crate::model::{Machine, Trigger};
 use crate::names::to_snake;
+use crate::picture::Pictures;
 
 mod illegal;
 pub(crate) mod render;
@@ -120,23 +121,19 @@ pub struct Docs {
 pub struct Diagrams {
     pub mermaid: String,
     pub dot: String,
-    /// The SVG pictures, plain and with count slots (see `picture::pictures`), or why the
+    /// The SVG pictures, plain and cut for counts (see `picture::pictures`), or why the
     /// machine is not drawn.
-    pub pictures: Result<(String, String), String>,
+    pub pictures: Result<Pictures, String>,
     pub cel_phase_rule: String,
     pub cel_first_phase_rule: String,
 }
 
 /// The phase enum's doc: the machine drawn (inline SVG: rustdoc shows it without a script),
 /// then its Mermaid text. A drawing that fails leaves the text alone.
-fn phase_enum_doc(
-    kind: &Ident,
-    pictures: &Result<(String, String), String>,
-    mermaid: &str,
-) -> String {
+fn phase_enum_doc(kind: &Ident, pictures: &Result<Pictures, String>, mermaid: &str) -> String {
     let picture = pictures
         .as_ref()
-        .map(|(svg, _)| format!("{svg}\n"))
+        .map(|pictures| format!("{}\n", pictures.plain))
         .unwrap_or_default();
     format!(
         "Phases of [`{kind}`], generated from its state-machine spec.\n\n{picture}```mermaid\n{mermaid}```"

@@ -50,9 +50,28 @@ pub struct MachineData {
 pub struct PictureData {
     /// The picture as the phase enum's documentation shows it.
     pub plain: &'static str,
-    /// The same machine with a second line under each phase name holding the slot `#00000`
-    /// (first phase), `#00001` (second)… for its number of objects.
-    pub counted: &'static str,
+    /// The same machine with a second line under each phase name for its number of objects,
+    /// cut where the numbers go: `pieces[0]`, the count of phase `slots[0]`, `pieces[1]`, …,
+    /// and the last piece.
+    pub pieces: &'static [&'static str],
+    /// The index (in [`MachineData::phases`]) of the phase whose count follows each piece but
+    /// the last.
+    pub slots: &'static [usize],
+}
+
+impl PictureData {
+    /// The counted picture with `count(i)`, the number of objects of the `i`-th phase, under
+    /// each phase's name.
+    pub fn counted(&self, count: impl Fn(usize) -> usize) -> String {
+        let mut svg = String::new();
+        for (i, piece) in self.pieces.iter().enumerate() {
+            svg.push_str(piece);
+            if let Some(&phase) = self.slots.get(i) {
+                svg.push_str(&count(phase).to_string());
+            }
+        }
+        svg
+    }
 }
 
 /// What the controller does when it finds a stored phase it did not write that is not a legal

@@ -77,21 +77,16 @@ impl Description {
                 let picture = self.picture.map_err(|why| DiagramError(why.to_owned()))?;
                 Ok(match counts {
                     None => picture.plain.to_owned(),
-                    Some(counts) => self.filled(picture.counted, counts),
+                    Some(counts) => picture.counted(|i| {
+                        let phase = self.phases.get(i).map(|p| p.name.as_str());
+                        phase
+                            .and_then(|name| counts.get(name))
+                            .copied()
+                            .unwrap_or(0)
+                    }),
                 })
             }
         }
-    }
-
-    /// The counted picture with each phase's slot (`#00000` for the first phase…, written by
-    /// the macro) replaced by its number of objects.
-    fn filled(&self, counted: &str, counts: &BTreeMap<String, usize>) -> String {
-        let mut svg = counted.to_owned();
-        for (i, phase) in self.phases.iter().enumerate() {
-            let n = counts.get(&phase.name).copied().unwrap_or(0);
-            svg = svg.replace(&format!(">#{i:05}<"), &format!(">{n}<"));
-        }
-        svg
     }
 
     /// `text` with a label per phase naming its count: a DOT node statement before the closing
