@@ -33,9 +33,10 @@
 
 // The layers, bottom to top: machine, pure, metrics, telemetry, watch, replicas, handler,
 // engine, operator (then admission, manager, serve and testing); each names only those below
-// it (checked by `scripts/layers`). Each public module is the folder of the same name; its
-// `mod.rs` re-exports what users name, and the root re-exports the dozen items every operator
-// uses. The decision core (`pure`) is private. The generators (`kube-fsm-generate`) and the
+// it (checked by `scripts/layers`). Each public module is the folder of the same name: every
+// public item has its folder's path (its `mod.rs` re-exports what users name from the files),
+// and the root re-exports the items every operator names. The decision core (`pure`) is
+// private. The generators (`kube-fsm-generate`) and the
 // command line (`kube-fsm-app`) are crates above this one.
 #[cfg(feature = "admission")]
 pub mod admission;
@@ -61,24 +62,19 @@ extern crate self as kube_fsm;
 #[cfg(test)]
 mod test_machines;
 
-// Describing a machine.
+// The items every operator names, also at the root. Describing a machine:
 pub use kube_fsm_macros::state_machine;
-pub use machine::crd::crd;
-pub use machine::data::Phase;
-pub use machine::state_machine::StateMachine;
-pub use machine::status::MachineStatus;
-pub use machine::versions::{VersionsError, crd_versions};
+pub use machine::{MachineStatus, Phase, StateMachine, VersionsError, crd, crd_versions};
 
-// Writing handlers.
-pub use handler::context::Context;
-pub use handler::step::Step;
-pub use machine::next::{Cleanup, Next, Verdict};
+// Writing handlers:
+pub use handler::{Context, Step};
+pub use machine::{Cleanup, Next, Verdict};
 
-// Running an operator.
+// Running an operator:
 pub use engine::{Reconcilable, ReconcileError};
 pub use manager::Manager;
 pub use operator::{Operator, Stopped};
-pub use watch::client::client;
+pub use watch::client;
 
 #[doc(hidden)]
 pub mod __private {

@@ -10,5 +10,6 @@ pub(crate) mod step;
 pub(crate) mod step_plan;
 
 pub use children::Applied;
-pub use context::ContextError;
+pub use context::{Context, ContextError};
 pub use dispatch::Dispatch;
+pub use step::Step;

@@ -21,11 +21,12 @@ pub use annotations::{
     STALLED, paused_for, requested as pause_requested,
 };
 pub use conditions::ConditionError;
+pub use crd::crd;
 #[cfg(feature = "cel")]
 pub use crd::{CrdError, validate_update};
 pub use data::{
-    ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, PhaseData, PictureData,
-    ReadyData, Requirement, RetiredData, TimeoutData, TriggerData, UnknownPhase,
+    ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, Phase, PhaseData,
+    PictureData, ReadyData, Requirement, RetiredData, TimeoutData, TriggerData, UnknownPhase,
 };
 pub use description::{
     Described, Description, MACHINE_ANNOTATION, Move, PhaseDescription, ReadyDescription,
@@ -33,5 +34,7 @@ pub use description::{
     no_such_transition,
 };
 pub use diagram::{DiagramError, DiagramFormat};
-pub use next::{Choice, IllegalTarget, IllegalTransition};
-pub use status::PhaseValue;
+pub use next::{Choice, Cleanup, IllegalTarget, IllegalTransition, Next, Verdict};
+pub use state_machine::StateMachine;
+pub use status::{MachineStatus, PhaseValue};
+pub use versions::{VersionsError, crd_versions};

@@ -12,6 +12,7 @@ pub(crate) mod shared;
 mod stream;
 
 pub use cache::{Cache, Cached, Watched};
+pub use client::client;
 pub use health::{Connection, Health};
 pub use scope::{Scoped, ScopedApi};
 pub(crate) use stream::{Lenient, cached, objects, paced, selected};
