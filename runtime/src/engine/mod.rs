@@ -108,8 +108,6 @@ pub(crate) struct Engine<K: Resource<DynamicType = ()> + StateMachine, H> {
     cache: Arc<OnceLock<Store<K>>>,
     /// The connection to the API server.
     pub(crate) health: Health,
-    /// Whose objects this replica reconciles (all, or those of the shards it serves).
-    pub(crate) turns: Turns,
 }
 
 impl<K: Resource<DynamicType = ()> + StateMachine, H> Debug for Engine<K, H> {
@@ -146,15 +144,13 @@ where
             memory: Memory::default(),
             cache,
             health,
-            turns: Turns::every(),
         }
     }
 
-    /// Reconcile only the objects that are this replica's `turns` (with sharding: those of the
-    /// shards it serves).
-    pub(crate) fn sharded(mut self, turns: Turns) -> Self {
-        self.turns = turns;
-        self
+    /// Whose objects this replica reconciles (all, or those of the shards it serves): the
+    /// context's, which a step asks too.
+    fn turns(&self) -> &Turns {
+        self.context.turns()
     }
 
     fn api_for(&self, object: &K) -> Api<K> {
@@ -191,7 +187,7 @@ where
             .dispatched(&arrival_key(object.as_ref()));
         // Unsharded, the reconcile asks for its slot straight away: in line now, so that
         // kube's order of polling the reconciles it dispatched together does not matter.
-        let ticket = if !engine.turns.by_shard() {
+        let ticket = if !engine.turns().by_shard() {
             ticket.enlist()
         } else {
             ticket
@@ -204,7 +200,7 @@ where
         engine: Arc<Self>,
         ticket: Ticket,
     ) -> Result<Action, ReconcileError> {
-        let turn = match engine.turns.take::<K>(object.meta()).await {
+        let turn = match engine.turns().take::<K>(object.meta()).await {
             Ok(None) => return engine.reconcile_here(&object, ticket).await,
             Ok(Some(turn)) => turn,
             Err(action) => return Ok(action),
@@ -351,7 +347,7 @@ where
     /// After a wait: `Some` (when to look again) if the reconcile may not go on, because the
     /// holding of the object's shard it runs under no longer serves.
     fn unless_served(&self, object: &K) -> Option<Requeue> {
-        (!turn::may_go_on()).then(|| self.turns.again(object.meta()))
+        (!turn::may_go_on()).then(|| self.turns().again(object.meta()))
     }
 
     /// Forgets objects that left the cache, or came back under a new UID, once the memory has
@@ -449,7 +445,7 @@ where
             .ready(self.config.reconnect_max)
             .await?;
         // With sharding: its children without a shard label get it now, and are cached.
-        self.turns
+        self.turns()
             .adopt_children(object.meta())
             .await
             .during(EngineRequest::ShardLabel)?;

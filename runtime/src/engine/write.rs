@@ -73,7 +73,7 @@ where
         let params = self.patch_params();
         self.context.pace().write().await;
         if !turn::may_write() {
-            return Ok(Write::Fenced(self.turns.again(object.meta())));
+            return Ok(Write::Fenced(self.turns().again(object.meta())));
         }
         let result = match target {
             Target::Status => {

@@ -155,7 +155,6 @@ where
             },
         );
         let _ = self.store.set(controller.store());
-        let turns = Turns::sharded(labeller.clone());
         let context = Arc::new(
             Context::with_manager(
                 self.client,
@@ -164,20 +163,17 @@ where
                 self.caches,
                 pace,
             )
-            .with_turns(turns.clone()),
+            .with_turns(Turns::sharded(labeller.clone())),
         );
-        let engine = Arc::new(
-            Engine::new(
-                self.namespace,
-                self.handler,
-                self.config,
-                self.metrics,
-                self.store,
-                self.health,
-                context,
-            )
-            .sharded(turns),
-        );
+        let engine = Arc::new(Engine::new(
+            self.namespace,
+            self.handler,
+            self.config,
+            self.metrics,
+            self.store,
+            self.health,
+            context,
+        ));
         let controller = controller
             .reconcile_on(engine.clone().recovery())
             .graceful_shutdown_on(stop);
