@@ -1,6 +1,6 @@
 //! The API server's own record of the requests it answered: `scripts/envtest` keeps an audit
-//! log (one JSON line per create, update, patch or delete, but those of Events and Leases, and
-//! one per list: each watch starts with one), whose path `scripts/envtest env` exports as
+//! log (one JSON line per create, update, patch or delete, and one per list but those of
+//! Events and Leases: each watch starts with one), whose path `scripts/envtest env` exports as
 //! `KUBE_FSM_AUDIT_LOG`. Tests count an operator's requests from it rather than trusting the
 //! operator's own account.
 
@@ -24,7 +24,7 @@ pub struct Request {
     pub name: String,
     /// The HTTP code answered.
     pub code: u16,
-    /// Who sent it, as authenticated.
+    /// Who sent it: the user it acted as (the impersonated one, when impersonated).
     pub user: String,
     /// When the server answered.
     pub at: Timestamp,
@@ -52,6 +52,18 @@ pub fn log(test: &str) -> Option<std::path::PathBuf> {
 /// requests must not count fewer because it could not read them.
 #[must_use]
 pub fn requests(path: &std::path::Path, namespace: &str) -> Vec<Request> {
+    writes(path, namespace)
+        .into_iter()
+        .filter(|request| !["events", "leases"].contains(&request.resource.as_str()))
+        .collect()
+}
+
+/// Every write in `namespace` the log at `path` holds, Events' and Leases' included.
+///
+/// # Panics
+/// As [`requests`].
+#[must_use]
+pub fn writes(path: &std::path::Path, namespace: &str) -> Vec<Request> {
     const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
     answered(path, namespace)
         .filter(|request| WRITES.contains(&request.verb.as_str()))
@@ -109,7 +121,9 @@ fn request(event: &Value) -> Option<Request> {
         namespace: text(&object["namespace"]),
         name: text(&object["name"]),
         code: u16::try_from(event["responseStatus"]["code"].as_u64().unwrap_or(0)).ok()?,
-        user: text(&event["user"]["username"]),
+        user: event["impersonatedUser"]["username"]
+            .as_str()
+            .map_or_else(|| text(&event["user"]["username"]), str::to_owned),
         at: event["stageTimestamp"].as_str()?.parse().ok()?,
     })
 }
@@ -152,6 +166,28 @@ mod tests {
             ),
             ("create", "configmaps", 200)
         );
+    }
+
+    #[test]
+    fn events_and_leases_are_writes_but_not_requests_and_the_impersonated_user_is_the_sender() {
+        let event = line("e", "ResponseComplete", "create", "00")
+            .replace("configmaps", "events")
+            .replace(
+                r#""user":{"username":"admin"}"#,
+                r#""user":{"username":"admin"},"impersonatedUser":{"username":"replica-a"}"#,
+            );
+        let path = log(
+            "events",
+            &[event, line("c", "ResponseComplete", "patch", "01")],
+        );
+        let (writes, requests) = (writes(&path, "ns"), requests(&path, "ns"));
+        let _ = std::fs::remove_file(&path);
+        assert_eq!((writes.len(), requests.len()), (2, 1));
+        assert_eq!(
+            (writes[0].user.as_str(), writes[1].user.as_str()),
+            ("replica-a", "admin")
+        );
+        assert_eq!(requests[0].resource, "configmaps");
     }
 
     #[test]
