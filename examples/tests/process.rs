@@ -347,6 +347,173 @@ async fn a_killed_leader_of_both_kinds_is_replaced_once_its_lease_expires() {
     }
 }
 
+/// A copy of the tests' kubeconfig whose users act as `user` (impersonated, in
+/// `system:masters`), so that the audit log tells the processes using it apart.
+fn kubeconfig_as(user: &str) -> std::path::PathBuf {
+    let path = std::env::var_os("KUBECONFIG").expect("KUBECONFIG names the test cluster");
+    let text = std::fs::read_to_string(&path).expect("read the kubeconfig");
+    let mut config: serde_json::Value = serde_saphyr::from_str(&text).expect("kubeconfig YAML");
+    for entry in config["users"].as_array_mut().expect("kubeconfig users") {
+        entry["user"]["as"] = json!(user);
+        entry["user"]["as-groups"] = json!(["system:masters"]);
+    }
+    let copy = std::env::temp_dir().join(cluster::fresh_name(&format!("kubeconfig-{user}")));
+    std::fs::write(&copy, config.to_string()).expect("write the kubeconfig");
+    copy
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to `child`.
+fn signal(child: &Child, signal: &str) {
+    let pid = child.id().expect("running").to_string();
+    let sent = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success(), "kill -{signal} {pid}");
+}
+
+/// A leader frozen (SIGSTOP) past its Lease while objects of both kinds keep arriving, thawed
+/// once the standby leads, with that work queued: from the takeover on, the API server
+/// receives no write of any kind from it — status, finalizers, children, Events, its Lease;
+/// the audit log says so — and it exits, to be restarted, while the new leader converges
+/// everything. `KUBE_FSM_DEPOSED_RUNS=N` repeats it N times (the benchmark variant, see
+/// BENCHMARKS.md).
+#[tokio::test]
+async fn a_frozen_leader_thawed_after_the_takeover_writes_nothing() {
+    use kube_fsm_examples::riskengine;
+    let test = "a_frozen_leader_writes_nothing";
+    let Some(client) = cluster::client(test).await else {
+        return;
+    };
+    let Some(log) = kube_fsm_testkit::audit::log(test) else {
+        return;
+    };
+    install_crd(&client).await;
+    cluster::install_crd(&client, riskengine::crd()).await;
+    let runs: u32 = std::env::var("KUBE_FSM_DEPOSED_RUNS")
+        .ok()
+        .and_then(|runs| runs.parse().ok())
+        .unwrap_or(1);
+    for run in 1..=runs {
+        let (before, after) = freeze_the_leader(&client, &log).await;
+        eprintln!(
+            "run {run}/{runs}: the deposed leader wrote {before} times before the takeover and 0 \
+             times after; the new leader {after} times after"
+        );
+    }
+}
+
+/// One run of [`a_frozen_leader_thawed_after_the_takeover_writes_nothing`]: the writes the
+/// old leader made before the takeover, and those of the new one after it.
+async fn freeze_the_leader(client: &Client, log: &std::path::Path) -> (usize, usize) {
+    use kube_fsm_examples::riskengine;
+    let ns = cluster::namespace(client, "fsm-frozen").await;
+    riskengine::apply_allow_list(client, &ns, "2.0")
+        .await
+        .expect("the allow-list");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let lease = || async { leases.get("kube-fsm-examples").await.ok()?.spec };
+    let replica = |identity: &str| {
+        let addr = free_port().to_string();
+        let mut command = command(
+            "operator",
+            &[
+                "--namespace",
+                &ns,
+                "--metrics-addr",
+                &addr,
+                "--leader-elect",
+                "--identity",
+                identity,
+                "--lease-duration",
+                "4",
+            ],
+        );
+        command.env(
+            "KUBECONFIG",
+            kubeconfig_as(&format!("fsm-replica-{identity}")),
+        );
+        command.env("RISKENGINE_PLATFORM_NAMESPACE", &ns);
+        command.spawn().expect("operator starts")
+    };
+    let databases: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
+    let engine_resource = kube::core::ApiResource::erase::<riskengine::RiskEngine>(&());
+    let engines: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &engine_resource);
+    let mut a = replica("a");
+    eventually(Duration::from_secs(15), || async {
+        (lease().await?.holder_identity? == "a").then_some(())
+    })
+    .await
+    .expect("a leads");
+    let _b = replica("b");
+    create(&databases, "before").await;
+    wait_running(&databases, "before").await;
+    // Work keeps arriving, one object of each kind every 100 ms, from before the freeze until
+    // after the thaw.
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let arriving = {
+        let (databases, engines) = (databases.clone(), engines.clone());
+        tokio::spawn(async move {
+            let mut made = 0;
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => return made,
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                }
+                create(&databases, &format!("db-{made}")).await;
+                let mut engine = DynamicObject::new(&format!("risk-{made}"), &engine_resource);
+                engine.data = json!({ "spec": { "version": "2.0", "timeoutSeconds": 60 } });
+                engines
+                    .create(&PostParams::default(), &engine)
+                    .await
+                    .expect("create a RiskEngine");
+                made += 1;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    signal(&a, "STOP");
+    let takeover = eventually(Duration::from_secs(20), || async {
+        let spec = lease().await?;
+        (spec.holder_identity? == "b").then_some(spec.acquire_time?.0)
+    })
+    .await
+    .expect("b takes over from the frozen leader");
+    // The frozen one's watches have queued the objects that arrived meanwhile.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    signal(&a, "CONT");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let _ = stop.send(());
+    let made = arriving.await.expect("the objects were created");
+    let exited = tokio::time::timeout(Duration::from_secs(20), a.wait())
+        .await
+        .expect("the deposed leader exits")
+        .expect("reaped");
+    assert!(!exited.success(), "it exits to be restarted: {exited}");
+    for i in 0..made {
+        wait_running(&databases, &format!("db-{i}")).await;
+        wait_phase(&engines, &format!("risk-{i}"), "Active").await;
+    }
+    // The API server logs a request once it answered it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let writes = kube_fsm_testkit::audit::writes(log, &ns);
+    let by = |user: &'static str| writes.iter().filter(move |w| w.user == user);
+    let deposed: Vec<_> = by("fsm-replica-a").filter(|w| w.at > takeover).collect();
+    assert!(
+        deposed.is_empty(),
+        "the deposed leader wrote after the takeover at {takeover}: {deposed:#?}"
+    );
+    let before = by("fsm-replica-a").count();
+    let after = by("fsm-replica-b").filter(|w| w.at > takeover).count();
+    assert!(
+        before > 0 && after > 0 && made > 0,
+        "a wrote {before} times while leading, b {after} times after the takeover, {made} objects \
+         of each kind arrived: the run shows nothing"
+    );
+    (before, after)
+}
+
 #[tokio::test]
 async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;

@@ -169,10 +169,11 @@ where
     /// `reconcile` with `object`, and, when the phase moves, `state.from`, `state.to` and
     /// `reason`.
     ///
-    /// With sharding, the reconcile runs under the holding of the object's shard it started
-    /// in (see [`crate::replicas::turn`]): it is cancelled when that holding ends, and its
-    /// outcome is dropped once the holding no longer stands (the shard's next holder reconciles
-    /// the object).
+    /// Under leader election, the reconcile runs under this replica's leadership, and with
+    /// sharding under the holding of the object's shard it started in (see
+    /// [`crate::replicas::turn`]): it is cancelled when that turn ends, each of its writes is
+    /// sent only while the turn stands, and its outcome is dropped once the turn no longer
+    /// stands (the next leader, or the shard's next holder, reconciles the object).
     ///
     /// Its place in line for a slot ([`crate::watch::pace::Ticket`]) is its object's first
     /// change since its last reconcile, looked up here, when kube's controller dispatches it:
@@ -211,14 +212,14 @@ where
         let result = tokio::select! {
             biased;
             () = turn.ended() => {
-                tracing::info!(object = %object.name_any(), "reconcile cancelled: the object's shard is no longer held");
+                tracing::info!(object = %object.name_any(), "reconcile cancelled: this replica no longer holds the object's Lease or shard");
                 return Ok(Action::await_change());
             }
             result = turn.run(engine.reconcile_here(&object, ticket)) => result,
         };
         match result {
             Err(err) if !turn.stands() => {
-                tracing::debug!(object = %object.name_any(), %err, "reconcile ended after the object's shard was given up");
+                tracing::debug!(object = %object.name_any(), %err, "reconcile ended after this replica gave the object's Lease or shard up");
                 Ok(Action::await_change())
             }
             result => result,
@@ -345,7 +346,7 @@ where
     }
 
     /// After a wait: `Some` (when to look again) if the reconcile may not go on, because the
-    /// holding of the object's shard it runs under no longer serves.
+    /// leadership or the holding of the object's shard it runs under no longer serves.
     fn unless_served(&self, object: &K) -> Option<Requeue> {
         (!turn::may_go_on()).then(|| self.turns().again(object.meta()))
     }

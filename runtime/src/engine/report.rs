@@ -157,14 +157,12 @@ where
             secondary: None,
         };
         self.context.pace().write().await;
-        if !turn::may_write() {
-            tracing::debug!(object = %object.name_any(), reason, "not recorded: the object's shard is no longer held");
-            return;
-        }
         let reference = object.object_ref(&());
-        let published = (self.context.recorder_for(&reference))
-            .publish(&event, &reference)
-            .await;
+        let recorder = self.context.recorder_for(&reference);
+        let Some(published) = turn::write(recorder.publish(&event, &reference)).await else {
+            tracing::debug!(object = %object.name_any(), reason, "not recorded: this replica no longer holds the object's Lease or shard");
+            return;
+        };
         if let Err(err) = published
             && !self.health.refused(&err)
         {

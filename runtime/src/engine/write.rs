@@ -17,8 +17,9 @@ pub(crate) enum Write<K> {
     Conflict,
     /// 404: the object is gone.
     Gone,
-    /// Not written: the holding of its shard this reconcile started under ended or is late
-    /// (see [`crate::replicas::turn`]); when to look again (soon while the renewal is only late,
+    /// Not written: this replica's leadership, or the holding of the object's shard this
+    /// reconcile started under, ended or is late (see [`crate::replicas::turn`]); when to
+    /// look again (soon while the renewal is only late,
     /// so a timeout or requeue this step computed is deferred, not lost).
     Fenced(Requeue),
 }
@@ -72,15 +73,17 @@ where
         let name = object.name_any();
         let params = self.patch_params();
         self.context.pace().write().await;
-        if !turn::may_write() {
-            return Ok(Write::Fenced(self.turns().again(object.meta())));
-        }
-        let result = match target {
-            Target::Status => {
-                api.patch_status(&name, &params, &Patch::Merge(&patch))
-                    .await
+        let request = async {
+            match target {
+                Target::Status => {
+                    api.patch_status(&name, &params, &Patch::Merge(&patch))
+                        .await
+                }
+                Target::Object => api.patch(&name, &params, &Patch::Merge(&patch)).await,
             }
-            Target::Object => api.patch(&name, &params, &Patch::Merge(&patch)).await,
+        };
+        let Some(result) = turn::write(request).await else {
+            return Ok(Write::Fenced(self.turns().again(object.meta())));
         };
         match result {
             Ok(written) => {

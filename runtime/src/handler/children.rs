@@ -101,8 +101,8 @@ impl<K: StateMachine> Step<K> {
     ///
     /// # Errors
     ///
-    /// [`ContextError::Fenced`] when this replica no longer holds the owner's shard (the
-    /// request is not sent; so for [`Step::delete`] and [`Step::publish`]); the API server's
+    /// [`ContextError::Fenced`] when this replica no longer holds the owner's Lease or shard
+    /// (the request is not sent; so for [`Step::delete`] and [`Step::publish`]); the API server's
     /// refusal or an unreachable server as [`ContextError::Kube`];
     /// [`ContextError::ForeignNamespace`] for a child in another namespace than its owner's
     /// (Kubernetes would garbage-collect it); [`ContextError::NoOwner`] when the object cannot
@@ -170,8 +170,7 @@ impl<K: StateMachine> Step<K> {
         let api: Api<C> = C::api_in(self.client().clone(), namespace.as_deref());
         let params = PatchParams::apply(self.context.field_manager()).force();
         self.context.pace().write().await;
-        fenced()?;
-        let written = api.patch(&name, &params, &Patch::Apply(&desired)).await?;
+        let written = fenced(api.patch(&name, &params, &Patch::Apply(&desired))).await??;
         if let Ok(cache) = self.context.cache::<C>() {
             cache.remember(written.clone());
         }
@@ -183,7 +182,7 @@ impl<K: StateMachine> Step<K> {
     ///
     /// # Errors
     ///
-    /// As [`Step::apply`]: [`ContextError::Fenced`] once the owner's shard is no longer held
+    /// As [`Step::apply`]: [`ContextError::Fenced`] once the owner's Lease or shard is no longer held
     /// (nothing is sent), the API server's answer as [`ContextError::Kube`] (a missing object
     /// is not an error: `Ok(false)`).
     ///
@@ -203,12 +202,8 @@ impl<K: StateMachine> Step<K> {
         C: Watched,
     {
         self.context.pace().write().await;
-        fenced()?;
-        match self
-            .api::<C>()
-            .delete(name, &DeleteParams::background())
-            .await
-        {
+        let api = self.api::<C>();
+        match fenced(api.delete(name, &DeleteParams::background())).await? {
             Ok(_) => {
                 if let Ok(cache) = self.context.cache::<C>() {
                     cache.forget(name, self.object.namespace.as_deref());
@@ -237,22 +232,16 @@ impl<K: StateMachine> Step<K> {
             secondary: None,
         };
         self.context.pace().write().await;
-        fenced()?;
-        (self.context.recorder_for(&self.object.reference))
-            .publish(&event, &self.object.reference)
-            .await?;
+        let recorder = self.context.recorder_for(&self.object.reference);
+        fenced(recorder.publish(&event, &self.object.reference)).await??;
         Ok(())
     }
 }
 
-/// Refuses a write of a reconcile whose shard this replica no longer holds (see
+/// Sends `request`, a write of a reconcile, unless its Lease or shard is no longer held (see
 /// [`crate::replicas::turn`]).
-fn fenced() -> Result<(), ContextError> {
-    if turn::may_write() {
-        Ok(())
-    } else {
-        Err(ContextError::Fenced)
-    }
+async fn fenced<F: Future>(request: F) -> Result<F::Output, ContextError> {
+    turn::write(request).await.ok_or(ContextError::Fenced)
 }
 
 /// The fields an apply of `child` sets: its JSON without what the server owns.

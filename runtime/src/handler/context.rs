@@ -56,10 +56,11 @@ pub enum ContextError {
         /// The owner's namespace.
         owner: String,
     },
-    /// Not sent: this replica no longer holds the object's shard (it was given up or its
-    /// renewal is late; see [`crate::Operator::replicas`] with [`crate::replicas::Sharding`]).
-    /// The reconcile's outcome is dropped and the shard's holder reconciles the object.
-    #[error("not sent: this replica no longer holds the object's shard")]
+    /// Not sent: this replica no longer holds the object — it lost the Lease or its renewal
+    /// is past the renew deadline (leader election), or the object's shard was given up or
+    /// its renewal is late (sharding); see [`crate::Operator::replicas`]. The reconcile's
+    /// outcome is dropped and the next leader, or the shard's holder, reconciles the object.
+    #[error("not sent: this replica no longer holds the object's Lease or shard")]
     Fenced,
     /// An object could not be encoded as JSON.
     #[error("cannot encode the object: {0}")]

@@ -16,8 +16,8 @@ use crate::engine::Reconcilable;
 use crate::metrics::{MachineMetrics, Metrics};
 use crate::operator::machine::{Machine, Signal};
 use crate::operator::{Operator, Shutdown, Stopped};
-use crate::replicas::Replicas;
 use crate::replicas::shards::Shards;
+use crate::replicas::{Held, Replicas};
 use crate::watch::health::Health;
 use crate::watch::shared::SharedWatches;
 
@@ -182,7 +182,7 @@ impl Manager {
         match std::mem::take(&mut self.replicas) {
             Replicas::One => {
                 leading(true);
-                run_all(machines, signal, None).await;
+                run_all(machines, signal, Held::Everything).await;
                 leading(false);
                 Stopped::Signal
             }
@@ -192,7 +192,8 @@ impl Manager {
                     shards
                         .clone()
                         .run(self.client.clone(), self.health.clone(), signal.clone());
-                futures::future::join(leases, run_all(machines, signal, Some(shards))).await;
+                futures::future::join(leases, run_all(machines, signal, Held::Shards(shards)))
+                    .await;
                 Stopped::Signal
             }
             Replicas::LeaderElection(election) => {
@@ -201,11 +202,12 @@ impl Manager {
                         self.client.clone(),
                         &self.health,
                         signal.clone(),
-                        |lost| async {
-                            let stop: Shutdown =
-                                Box::pin(futures::future::select(signal, lost).map(|_| ()));
+                        |lease| async {
+                            let stop: Shutdown = Box::pin(
+                                futures::future::select(signal, Box::pin(lease.lost())).map(|_| ()),
+                            );
                             leading(true);
-                            run_all(machines, stop.shared(), None).await;
+                            run_all(machines, stop.shared(), Held::Lease(lease)).await;
                             leading(false);
                         },
                     )
@@ -218,14 +220,14 @@ impl Manager {
     }
 }
 
-/// Wires every machine (unsharded, their watches of other kinds shared), then runs them all
-/// until `stop`.
-async fn run_all(machines: Vec<Box<dyn Machine>>, stop: Signal, shards: Option<Arc<Shards>>) {
+/// Wires every machine for what `held` gives them (unsharded, their watches of other kinds
+/// shared), then runs them all until `stop`.
+async fn run_all(machines: Vec<Box<dyn Machine>>, stop: Signal, held: Held) {
     let shared = SharedWatches::default();
-    let share = shards.is_none().then_some(&shared);
+    let share = held.shards().is_none().then_some(&shared);
     let running: Vec<_> = machines
         .into_iter()
-        .map(|machine| machine.prepare(stop.clone(), shards.clone(), share))
+        .map(|machine| machine.prepare(stop.clone(), held.clone(), share))
         .collect();
     let _started = shared.start();
     futures::future::join_all(running).await;

@@ -1,6 +1,6 @@
 //! An [`Operator`] as one machine among several in a [`crate::manager::Manager`]: its kind,
 //! health and metrics, and its controller wired and run under the Manager's stop signal,
-//! shard set and shared watches.
+//! what the replica holds (the Lease, a shard set) and shared watches.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use super::{Operator, Replicas, Shutdown};
 use crate::engine::Reconcilable;
 use crate::machine::description::Description;
 use crate::metrics::{MachineMetrics, Metrics};
-use crate::replicas::shards::Shards;
+use crate::replicas::Held;
 use crate::watch::health::Health;
 use crate::watch::shared::SharedWatches;
 
@@ -34,11 +34,11 @@ pub(crate) trait Machine: Send {
     fn record_into(&mut self, metrics: &Metrics);
     /// What it was told about replicas and shutdown on its own (the Manager decides them).
     fn own_settings(&mut self) -> (Replicas, Option<Shutdown>);
-    /// Its controller, wired, running until `stop`.
+    /// Its controller, wired, running until `stop`, for the objects `held` gives it.
     fn prepare(
         self: Box<Self>,
         stop: Signal,
-        shards: Option<Arc<Shards>>,
+        held: Held,
         shared: Option<&SharedWatches>,
     ) -> BoxFuture<'static, ()>;
 }
@@ -79,9 +79,9 @@ where
     fn prepare(
         self: Box<Self>,
         stop: Signal,
-        shards: Option<Arc<Shards>>,
+        held: Held,
         shared: Option<&SharedWatches>,
     ) -> BoxFuture<'static, ()> {
-        self.wired(stop, shards, shared)
+        self.wired(stop, held, shared)
     }
 }

@@ -13,8 +13,8 @@ use super::Operator;
 use crate::engine::{Engine, Reconcilable, arrival_key};
 use crate::handler::context::Context;
 use crate::operator::sources::Wire;
+use crate::replicas::Held;
 use crate::replicas::shard_label::Labeller;
-use crate::replicas::shards::Shards;
 use crate::replicas::turn::Turns;
 use crate::watch::health::ReconnectBackoff;
 use crate::watch::pace::{self, Pace};
@@ -45,13 +45,13 @@ where
     pub(crate) fn wired(
         self,
         stop: impl Future<Output = ()> + Send + Sync + 'static,
-        shards: Option<Arc<Shards>>,
+        held: Held,
         shared: Option<&SharedWatches>,
     ) -> BoxFuture<'static, ()> {
         let health = self.health.clone();
         let selector = self.watcher.label_selector.clone();
         let namespace = self.namespace.clone();
-        let (controller, engine, labeller) = self.build(stop, shards, shared);
+        let (controller, engine, labeller) = self.build(stop, held, shared);
         async move {
             // With sharding: labels new objects while this replica serves shard 0.
             let beside = Beside(
@@ -91,9 +91,10 @@ where
     fn build(
         self,
         stop: impl Future<Output = ()> + Send + Sync + 'static,
-        shards: Option<Arc<Shards>>,
+        held: Held,
         shared: Option<&SharedWatches>,
     ) -> (Controller<K>, Arc<Engine<K, H>>, Option<Labeller>) {
+        let shards = held.shards().cloned();
         let namespace = self.namespace.as_deref();
         let api = K::api_in::<Lenient<K>>(self.client.clone(), namespace);
         let (reader, writer) = reflector::store::<K>();
@@ -163,7 +164,11 @@ where
                 self.caches,
                 pace,
             )
-            .with_turns(Turns::sharded(labeller.clone())),
+            .with_turns(match (held, &labeller) {
+                (_, Some(labeller)) => Turns::sharded(labeller.clone()),
+                (Held::Lease(leading), None) => Turns::leading(leading),
+                _ => Turns::every(),
+            }),
         );
         let engine = Arc::new(Engine::new(
             self.namespace,

@@ -4,30 +4,37 @@
 //!
 //! The timing contract (client-go's `LeaseDuration` / `RenewDeadline` / `RetryPeriod`):
 //! - the holder tries to renew every `retry_period`;
-//! - if no renewal has succeeded for `renew_deadline` (counted from the start of the last
-//!   successful request), it gives leadership up: no new reconcile starts, in-flight ones get
-//!   half the margin (`duration - renew_deadline`) to finish and are then cancelled, and `run`
-//!   returns [`crate::Stopped::LeaseLost`];
+//! - every write of a reconcile checks, right before its request, that the last successful
+//!   renewal started less than `renew_deadline` ago on the monotonic clock (the fence, see
+//!   [`crate::replicas::leading`]): a holder frozen or cut off past its deadline writes
+//!   nothing, even before this loop has run again to notice; and the connections of
+//!   [`crate::watch::client::client`] write nothing then either (see [`crate::watch::gate`]),
+//!   so a request queued just before a freeze is not sent when the process wakes;
+//! - if no renewal has succeeded for `renew_deadline`, or another replica holds the Lease, it
+//!   gives leadership up: the reconciles under way are cancelled at once (their writes were
+//!   fenced already), nothing new starts, and `run` returns [`crate::Stopped::LeaseLost`];
 //! - another replica takes over only after the record has not changed for `duration` on its
-//!   own clock. Since `renew_deadline < duration`, the old holder has stopped by then.
+//!   own clock. Since `renew_deadline < duration`, the old holder's fence is shut by then.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tokio::time::Instant;
 
+use crate::replicas::leading::Leading;
 use crate::replicas::lease::{LeaseLock, Observed, Timing};
+use crate::watch::gate;
 use crate::watch::health::Health;
 
 /// This replica lost the Lease (`Operator::run` returns `Stopped::LeaseLost`).
 #[derive(Debug)]
 pub(crate) struct LeaseLost;
 
-/// Completes when this replica loses the Lease.
-pub(crate) type Lost = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+/// How long the machines get to wind down once leadership is lost: their reconciles were
+/// cancelled and their writes fenced, so this bounds only the return of `run`.
+const WIND_DOWN: Duration = Duration::from_secs(1);
 
 /// Which Lease to hold and how.
 ///
@@ -108,9 +115,9 @@ impl LeaderElection {
         self.timing.lock(&api, self.lease.clone())
     }
 
-    /// Waits for the Lease, runs `body` while holding it (`body` is given a future that
-    /// completes when the Lease is lost, after which it must stop), then releases it. Returns
-    /// early on `signal`.
+    /// Waits for the Lease, runs `body` while holding it (`body` is given the leadership,
+    /// which fences its writes and says when it was lost, after which it must stop), then
+    /// releases it. Returns early on `signal`.
     pub(crate) async fn lead<S, F, Fut>(
         self,
         client: Client,
@@ -120,7 +127,7 @@ impl LeaderElection {
     ) -> Result<(), LeaseLost>
     where
         S: Future<Output = ()> + Clone,
-        F: FnOnce(Lost) -> Fut,
+        F: FnOnce(Leading) -> Fut,
         Fut: Future<Output = ()>,
     {
         let lock = self.lock(client);
@@ -144,7 +151,7 @@ impl LeaderElection {
     }
 
     /// Runs `body` while renewing; returns once `body` ends (then releases the Lease) or
-    /// leadership is lost and `body` has stopped (or was cancelled).
+    /// leadership is lost and `body` has stopped (or was dropped).
     async fn serve<F, Fut>(
         &self,
         lock: &LeaseLock,
@@ -153,16 +160,20 @@ impl LeaderElection {
         body: F,
     ) -> Result<(), LeaseLost>
     where
-        F: FnOnce(Lost) -> Fut,
+        F: FnOnce(Leading) -> Fut,
         Fut: Future<Output = ()>,
     {
         tracing::info!(lease = %self.lease, identity = %self.timing.identity, "leading");
-        let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
-        let body = body(Box::pin(async move {
-            let _ = lost_rx.await;
-        }));
+        let leading = Leading::new(acquired, self.timing.renew_deadline);
+        // While leading, the client's connections write nothing once the renewal is late (a
+        // request queued before a freeze included), until leadership is given up below.
+        let _shut_when_late = {
+            let leading = leading.clone();
+            gate::open_while(move || leading.holds())
+        };
+        let body = body(leading.clone());
         tokio::pin!(body);
-        let renewing = self.renew(lock, acquired, health);
+        let renewing = self.renew(lock, &leading, health);
         tokio::pin!(renewing);
         tokio::select! {
             () = &mut body => {
@@ -174,17 +185,11 @@ impl LeaderElection {
             }
             () = &mut renewing => {}
         }
-        let _ = lost_tx.send(());
-        // In-flight reconciles may finish within half the margin before the Lease could expire
-        // for others; past that they are cancelled, so nothing of this replica's runs once
-        // another may lead.
-        let grace = self
-            .timing
-            .duration
-            .saturating_sub(self.timing.renew_deadline)
-            / 2;
-        if tokio::time::timeout(grace, body).await.is_err() {
-            tracing::warn!(lease = %self.lease, ?grace, "in-flight reconciles cancelled after losing the Lease");
+        // The reconciles under way are cancelled at once (client-go's elector and
+        // controller-runtime's manager stop on the spot too): none gets more time to write.
+        leading.lose();
+        if tokio::time::timeout(WIND_DOWN, body).await.is_err() {
+            tracing::warn!(lease = %self.lease, "the machines did not wind down within a second of losing the Lease; dropped");
         }
         tracing::warn!(lease = %self.lease, identity = %self.timing.identity, "lost the Lease; stopped");
         Err(LeaseLost)
@@ -192,18 +197,21 @@ impl LeaderElection {
 
     /// Renews every retry period; returns when leadership is lost (another holder, or no
     /// successful renewal within the renew deadline).
-    async fn renew(&self, lock: &LeaseLock, acquired: Instant, health: &Health) {
+    async fn renew(&self, lock: &LeaseLock, leading: &Leading, health: &Health) {
         let mut observed = Observed::default();
-        let mut last_renewed = acquired;
         loop {
             self.timing.pause().await;
+            // Woken past the deadline (a frozen process): lost, without a request.
+            if !leading.holds() {
+                break;
+            }
             let started = Instant::now();
             let left = self
                 .timing
                 .renew_deadline
-                .saturating_sub(last_renewed.elapsed());
+                .saturating_sub(leading.last_renewed().elapsed());
             match tokio::time::timeout(left, lock.try_acquire_or_renew(&mut observed)).await {
-                Ok(Ok(true)) => last_renewed = started,
+                Ok(Ok(true)) => leading.renewed(started),
                 // Refused: a conflict while we still hold it is retried; another holder is loss.
                 Ok(Ok(false)) if !observed.held_by(&lock.identity) => {
                     tracing::warn!(lease = %self.lease, identity = %self.timing.identity, "another replica holds the Lease; stopping");
@@ -216,15 +224,15 @@ impl LeaderElection {
                 }
                 Err(_) => {}
             }
-            if last_renewed.elapsed() >= self.timing.renew_deadline {
-                tracing::warn!(
-                    lease = %self.lease,
-                    identity = %self.timing.identity,
-                    deadline = ?self.timing.renew_deadline,
-                    "could not renew the Lease within the renew deadline; stopping"
-                );
-                return;
+            if !leading.holds() {
+                break;
             }
         }
+        tracing::warn!(
+            lease = %self.lease,
+            identity = %self.timing.identity,
+            deadline = ?self.timing.renew_deadline,
+            "could not renew the Lease within the renew deadline; stopping"
+        );
     }
 }

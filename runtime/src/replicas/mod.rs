@@ -1,11 +1,14 @@
 //! Several replicas, one writer per object: how they share the work ([`Replicas`]), leader
 //! election ([`LeaderElection`]), sharding ([`Sharding`], [`ShardKey`], [`shard_of`]); inside
-//! the crate, Leases, shards and their holdings, the fence every write checks, and the shard
-//! label on objects and children.
+//! the crate, Leases, leadership, shards and their holdings, the fence every write checks, and
+//! the shard label on objects and children.
+
+use std::sync::Arc;
 
 pub(crate) mod fence;
 pub(crate) mod label;
 pub(crate) mod leader;
+pub(crate) mod leading;
 pub(crate) mod lease;
 pub(crate) mod shard;
 pub(crate) mod shard_children;
@@ -44,5 +47,27 @@ impl From<LeaderElection> for Replicas {
 impl From<Sharding> for Replicas {
     fn from(sharding: Sharding) -> Self {
         Replicas::Sharded(sharding)
+    }
+}
+
+/// What this process holds for its machines while they run: everything (one replica), the
+/// Lease (leader election), or the shards it serves.
+#[derive(Clone, Debug)]
+pub(crate) enum Held {
+    /// One replica: every object, for as long as the process runs.
+    Everything,
+    /// Every object while this leadership stands.
+    Lease(leading::Leading),
+    /// The objects of the shards served by this shard set.
+    Shards(Arc<shards::Shards>),
+}
+
+impl Held {
+    /// The shard set, with sharding.
+    pub(crate) fn shards(&self) -> Option<&Arc<shards::Shards>> {
+        match self {
+            Held::Shards(shards) => Some(shards),
+            _ => None,
+        }
     }
 }

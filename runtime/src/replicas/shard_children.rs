@@ -45,12 +45,13 @@ impl<R: Watched> Adopt for Unlabelled<R> {
                 if !controlled_by(&child.metadata, uid) {
                     continue;
                 }
-                // The step's own writes are fenced the same way; it stops at its first.
-                if !fence::open() {
-                    return Ok(());
-                }
                 let meta = &child.metadata;
-                if let Some(labelled) = labeller.write_label::<R, R>(meta, shard).await? {
+                // The step's own writes are fenced the same way; it stops at its first.
+                let Some(written) = fence::send(labeller.write_label::<R, R>(meta, shard)).await
+                else {
+                    return Ok(());
+                };
+                if let Some(labelled) = written? {
                     self.children.remember(labelled);
                 }
                 // Labelled now, or gone: its leaving the unlabelled watch is on its way.

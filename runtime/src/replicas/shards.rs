@@ -85,13 +85,13 @@ pub(crate) struct Shards {
 
 /// One holding of one shard: what a reconcile's writes are fenced by (see [`crate::replicas::fence`]).
 #[derive(Clone, Debug)]
-pub(crate) struct Fence {
+pub(crate) struct ShardFence {
     pub(crate) shards: Arc<Shards>,
     pub(crate) shard: u32,
     pub(crate) holding: u64,
 }
 
-impl Fence {
+impl ShardFence {
     /// Whether writes made under this holding may still land: the shard is still held under
     /// it and was renewed within the renew deadline (also while it is being given up: a
     /// reconcile under way finishes its writes before the Lease goes).
@@ -108,13 +108,13 @@ impl Fence {
 /// A reconcile under way on an object of a served shard; ends when dropped.
 #[derive(Debug)]
 pub(crate) struct InFlight {
-    fence: Fence,
+    fence: ShardFence,
     ended: CancellationToken,
 }
 
 impl InFlight {
     /// The holding this reconcile runs under.
-    pub fn fence(&self) -> &Fence {
+    pub fn fence(&self) -> &ShardFence {
         &self.fence
     }
 
@@ -212,7 +212,7 @@ impl Shards {
         };
         holding.in_flight += 1;
         Serving::Yes(InFlight {
-            fence: Fence {
+            fence: ShardFence {
                 shards: self.clone(),
                 shard,
                 holding: holding.number,

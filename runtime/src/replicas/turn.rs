@@ -1,8 +1,9 @@
 //! The one question the engine and a step ask of the replicas: may this replica reconcile and
-//! write this object now, and until when. Without sharding the answer is always yes, for as
-//! long as the process runs; with sharding, an object is this replica's while the holding of
-//! its shard it started under stands ([`Turn`]), and every write checks that right before it
-//! is sent ([`may_write`]). How shards are held, labelled and fenced stays behind this file.
+//! write this object now, and until when. With one replica the answer is always yes, for as
+//! long as the process runs; under leader election, an object is this replica's while its
+//! leadership stands; with sharding, while the holding of its shard it started under stands
+//! ([`Turn`]). Either way every write is sent only while its turn stands ([`write`]).
+//! How Leases and shards are held, labelled and fenced stays behind this file.
 
 use std::future::Future;
 use std::time::Duration;
@@ -10,31 +11,49 @@ use std::time::Duration;
 use kube::api::ObjectMeta;
 use kube::runtime::controller::Action;
 
-use crate::replicas::fence;
+use crate::replicas::fence::{self, Fence};
+use crate::replicas::leading::Leading;
 use crate::replicas::shard_label::{LABEL_BACKOFF, Labeller};
 use crate::replicas::shards::{InFlight, Serving};
 use crate::watch::scope::Scoped;
 
-/// Whose objects this replica reconciles: every one (one replica, or the leader), or those of
-/// the shards it holds.
+/// Whose objects this replica reconciles: every one (one replica, or the leader while it
+/// leads), or those of the shards it holds.
 #[derive(Clone, Default)]
 pub(crate) struct Turns {
+    leading: Option<Leading>,
     sharded: Option<Labeller>,
 }
 
 /// A reconcile's turn on one object: its writes land while the turn stands.
 #[derive(Debug)]
-pub(crate) struct Turn(InFlight);
+pub(crate) enum Turn {
+    /// While this replica leads.
+    Lease(Leading),
+    /// While the holding of the object's shard stands.
+    Shard(InFlight),
+}
 
 impl Turns {
-    /// Every object is this replica's (no sharding).
+    /// Every object is this replica's (one replica).
     pub(crate) fn every() -> Self {
         Turns::default()
     }
 
+    /// Every object is this replica's while `leading` stands (leader election).
+    pub(crate) fn leading(leading: Leading) -> Self {
+        Turns {
+            leading: Some(leading),
+            sharded: None,
+        }
+    }
+
     /// The objects of the shards `labeller` serves are this replica's.
-    pub(crate) fn sharded(labeller: Option<Labeller>) -> Self {
-        Turns { sharded: labeller }
+    pub(crate) fn sharded(labeller: Labeller) -> Self {
+        Turns {
+            leading: None,
+            sharded: Some(labeller),
+        }
     }
 
     /// Whether objects are shared out by shard (a reconcile then waits for its turn before it
@@ -43,8 +62,9 @@ impl Turns {
         self.sharded.is_some()
     }
 
-    /// Whether to reconcile the object with `meta` now: `Ok(None)` without sharding,
-    /// `Ok(Some(_))` while its shard is served (the reconcile is counted under the holding
+    /// Whether to reconcile the object with `meta` now: `Ok(None)` with one replica,
+    /// `Ok(Some(_))` under leader election (the turn lasts while this replica leads) and,
+    /// with sharding, while its shard is served (the reconcile is counted under the holding
     /// until the turn drops), or what to do instead: look again soon while the shard's
     /// renewal is late, or on the next change when the object is not this replica's or its
     /// label names another shard than its own (a hand edit, or another shard count's label:
@@ -54,6 +74,9 @@ impl Turns {
     where
         K: Scoped + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
+        if let Some(leading) = &self.leading {
+            return Ok(Some(Turn::Lease(leading.clone())));
+        }
         let Some(labeller) = &self.sharded else {
             return Ok(None);
         };
@@ -78,7 +101,7 @@ impl Turns {
             });
         }
         match labeller.shards.enter(meta) {
-            Serving::Yes(in_flight) => Ok(Some(Turn(in_flight))),
+            Serving::Yes(in_flight) => Ok(Some(Turn::Shard(in_flight))),
             Serving::Later(after) => Err(Action::requeue(after)),
             Serving::No => Err(Action::await_change()),
         }
@@ -110,35 +133,54 @@ impl Turns {
 }
 
 impl Turn {
-    /// The number of the holding the turn stands on (what per-object memory is kept under).
+    /// The number of the shard's holding the turn stands on (what per-object memory is kept
+    /// under); 0 for leadership, which a process holds once.
     pub(crate) fn holding(&self) -> u64 {
-        self.0.fence().holding
+        match self {
+            Turn::Lease(_) => 0,
+            Turn::Shard(in_flight) => in_flight.fence().holding,
+        }
+    }
+
+    fn fence(&self) -> Fence {
+        match self {
+            Turn::Lease(leading) => Fence::Lease(leading.clone()),
+            Turn::Shard(in_flight) => Fence::Shard(in_flight.fence().clone()),
+        }
     }
 
     /// Whether writes made in this turn may still land.
     pub(crate) fn stands(&self) -> bool {
-        self.0.fence().holds()
+        match self {
+            Turn::Lease(leading) => leading.holds(),
+            Turn::Shard(in_flight) => in_flight.fence().holds(),
+        }
     }
 
-    /// Completes when the turn ends (its shard given up past its grace, or lost).
+    /// Completes when the turn ends (leadership lost; its shard given up past its grace, or
+    /// lost).
     pub(crate) async fn ended(&self) {
-        self.0.ended().await;
+        match self {
+            Turn::Lease(leading) => leading.lost().await,
+            Turn::Shard(in_flight) => in_flight.ended().await,
+        }
     }
 
-    /// Runs `work` in this turn: each of its writes checks [`may_write`] first.
+    /// Runs `work` in this turn: each of its writes goes through [`write`].
     pub(crate) async fn run<F: Future>(&self, work: F) -> F::Output {
-        fence::under(Some(self.0.fence().clone()), work).await
+        fence::under(self.fence(), work).await
     }
 }
 
-/// Whether a write of the current reconcile may land now: its turn stands (always, outside a
-/// sharded reconcile).
-pub(crate) fn may_write() -> bool {
-    fence::open()
+/// Sends the write `request` of the current reconcile while its turn stands (always, with one
+/// replica), checked before the request starts and again whenever it waited; `None` when it
+/// was not sent.
+pub(crate) async fn write<F: Future>(request: F) -> Option<F::Output> {
+    fence::send(request).await
 }
 
 /// Whether the current reconcile may go on with new work after a wait: its turn stands and its
-/// shard is not being given up (always, outside a sharded reconcile).
+/// shard is not being given up (always, with one replica).
 pub(crate) fn may_go_on() -> bool {
     fence::serving()
 }

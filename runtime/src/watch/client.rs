@@ -47,7 +47,9 @@ fn with_deadline(
 ) -> Result<kube::Client, kube::Error> {
     config.default_retry = false;
     let layer = tower::layer::layer_fn(move |inner| Deadline { inner, deadline });
-    Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+    // Its connections' tasks run on the gated executor: shut while leadership has lapsed.
+    let builder = ClientBuilder::try_from((config, crate::watch::gate::Gated))?;
+    Ok(builder.with_layer(&layer).build())
 }
 
 /// A request that ran out of its [`REQUEST_DEADLINE`]: reported as an I/O timeout, as a

@@ -5,6 +5,7 @@
 
 pub(crate) mod cache;
 pub(crate) mod client;
+pub(crate) mod gate;
 pub(crate) mod health;
 pub(crate) mod pace;
 pub(crate) mod scope;
