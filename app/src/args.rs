@@ -118,6 +118,11 @@ pub struct RunArgs {
     /// The webhook's policy for KIND (YAML; the default policy for a kind not named).
     #[arg(long, env = "KUBE_FSM_WEBHOOK_POLICY", value_name = "KIND=FILE", value_parser = kind_file, value_delimiter = ',')]
     pub webhook_policy: Vec<(String, PathBuf)>,
+    /// Let a panic in a reconcile end the process instead of stalling its object (by default a
+    /// panic is caught: the object gets `Stalled` with reason `HandlerPanicked` and is retried
+    /// with backoff, while the others go on).
+    #[arg(long, env = "KUBE_FSM_CRASH_ON_PANIC")]
+    pub crash_on_panic: bool,
     /// The log filter: a level (error, warn, info, debug, trace) or `RUST_LOG` directives.
     #[arg(long, env = "KUBE_FSM_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -144,6 +149,7 @@ impl Default for RunArgs {
             webhook_namespace_label: None,
             webhook_fail_open: false,
             webhook_policy: Vec::new(),
+            crash_on_panic: false,
             log_level: "info".to_owned(),
             log_format: LogFormat::Text,
         }
@@ -249,6 +255,9 @@ impl RunArgs {
         for (kind, file) in &self.webhook_policy {
             args.push("--webhook-policy".to_owned());
             args.push(format!("{kind}={}", file.display()));
+        }
+        if self.crash_on_panic {
+            flag(&mut args, "crash-on-panic", None);
         }
         args.push("--log-level".to_owned());
         args.push(self.log_level.clone());

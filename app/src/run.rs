@@ -35,7 +35,9 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
             "waiting for the Lease"
         );
     }
-    manager = manager.replicas(replicas);
+    manager = manager
+        .replicas(replicas)
+        .recover_panics(!args.crash_on_panic);
     let mut endpoints = Endpoints::of(&manager);
     if args.metrics_auth {
         endpoints = endpoints.authorize(client.clone());

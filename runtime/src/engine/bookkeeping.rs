@@ -28,6 +28,8 @@ where
             ReconcileError::Handler(cause) if failures >= FAILURES_THAT_STALL => {
                 Some(Stall::Failing(failures, message::sentence(cause.as_ref())))
             }
+            // At once: a panic says the code cannot handle this object; a person must look.
+            ReconcileError::Panicked(panic) => Some(Stall::Panicked(panic.to_string())),
             _ => None,
         };
         let resumed = pause::requested(object.meta()).is_none()

@@ -20,6 +20,9 @@ pub struct EngineConfig {
     pub reconnect_max: Duration,
     /// Which of the engine's own Kubernetes Events are recorded.
     pub events: RecordedEvents,
+    /// Whether a panic in a reconcile is caught at the reconcile boundary (the object stalls)
+    /// rather than unwinding through the process.
+    pub recover_panics: bool,
 }
 
 /// Which of the engine's own Kubernetes Events (transitions, vetoes, drift, failures) are
@@ -46,6 +49,7 @@ impl Default for EngineConfig {
             field_manager: "kube-fsm".into(),
             reconnect_max: Duration::from_secs(30),
             events: RecordedEvents::All,
+            recover_panics: true,
         }
     }
 }

@@ -34,6 +34,11 @@ pub enum ReconcileError {
     /// A cache handlers read has not been filled in time.
     #[error(transparent)]
     Context(#[from] crate::handler::context::ContextError),
+    /// The reconcile panicked (a handler, a hook, a child builder): caught at the reconcile
+    /// boundary, the object is `Stalled` and retried with backoff (see
+    /// [`crate::Operator::recover_panics`]).
+    #[error("{0}")]
+    Panicked(super::Panic),
 }
 
 /// Which of the engine's requests failed (see [`ReconcileError::Request`]).

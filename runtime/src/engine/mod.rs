@@ -25,6 +25,7 @@ mod bookkeeping;
 mod config;
 mod error;
 mod finalizer;
+mod guard;
 pub(crate) mod memory;
 mod paused;
 mod repair;
@@ -65,6 +66,7 @@ pub(crate) use config::EngineConfig;
 pub use config::RecordedEvents;
 pub(crate) use error::During;
 pub use error::{EngineRequest, ReconcileError};
+pub use guard::Panic;
 
 /// A failure of the API server itself makes a `ReconcileFailed` Event once it happened this
 /// many times in a row to one object.
@@ -279,10 +281,18 @@ where
         let _worker = self.metrics.worker();
         let started = Instant::now();
         let phase = object.machine_status().and_then(|s| s.phase.clone());
-        let result = self
-            .reconcile_inner(object.as_ref().clone())
-            .instrument(span)
-            .await;
+        let in_phase = phase.as_ref().map(|p| p.as_str());
+        let result = guard::guarded(
+            self.reconcile_inner(object.as_ref().clone())
+                .instrument(span),
+            self.config.recover_panics,
+            in_phase,
+        )
+        .await;
+        if let Err(ReconcileError::Panicked(panic)) = &result {
+            tracing::error!(object = %object.name_any(), %panic, "reconcile panicked; the object is Stalled and retried with backoff");
+            self.metrics.panicked(phase.as_ref());
+        }
         let outcome = match &result {
             Ok(None) => ReconcileResult::Success,
             Ok(Some(_)) => ReconcileResult::RequeueAfter,
@@ -319,14 +329,12 @@ where
                     .with(object, |e| e.aside = e.versions.newest().map(str::to_owned));
                 if self.worth_an_event(err, failures) {
                     let note = message::bounded(message::sentence(err), 1024);
-                    self.event(
-                        object,
-                        EventType::Warning,
-                        "ReconcileFailed",
-                        "Reconcile".into(),
-                        note,
-                    )
-                    .await;
+                    let reason = match err {
+                        ReconcileError::Panicked(_) => "HandlerPanicked",
+                        _ => "ReconcileFailed",
+                    };
+                    self.event(object, EventType::Warning, reason, "Reconcile".into(), note)
+                        .await;
                 }
             }
         }

@@ -123,6 +123,17 @@ impl Manager {
         self
     }
 
+    /// Whether every machine's reconcile panics are caught (default `true`; see
+    /// [`Operator::recover_panics`]): `false` lets a panic end the process. Applies to the
+    /// machines added so far; add the others first.
+    #[must_use]
+    pub fn recover_panics(mut self, recover: bool) -> Self {
+        for machine in &mut self.machines {
+            machine.recover_panics(recover);
+        }
+        self
+    }
+
     /// Stop every machine gracefully when `signal` completes (default: SIGTERM or Ctrl-C).
     #[must_use]
     pub fn shutdown_on(mut self, signal: impl Future<Output = ()> + Send + Sync + 'static) -> Self {

@@ -22,6 +22,7 @@
 //! | `kube_fsm_reconcile_duration_seconds` (histogram) | `machine`, `phase` |
 //! | `kube_fsm_status_writes_total` | `machine` |
 //! | `kube_fsm_status_conflicts_total` | `machine` |
+//! | `kube_fsm_handler_panics_total` (reconciles that panicked, caught: see [`crate::Operator::recover_panics`]) | `machine`, `phase` |
 //! | `kube_fsm_vetoed_transitions_total` | `machine`, `from`, `to` |
 //! | `kube_fsm_undecodable_objects_total` | `machine` |
 //! | `kube_fsm_watch_restarts_total` | `machine` |
@@ -152,6 +153,7 @@ struct Families {
     phase_reconcile_time: Histograms<PhaseLabels>,
     status_writes: Family<MachineLabels, Counter>,
     conflicts: Family<MachineLabels, Counter>,
+    panics: Family<PhaseLabels, Counter>,
     vetoed: Family<EdgeLabels, Counter>,
     drift: Family<DriftLabels, Counter>,
     undecodable: Family<MachineLabels, Counter>,
@@ -184,6 +186,7 @@ impl Default for Families {
             phase_reconcile_time: Family::new_with_constructor(reconcile_buckets),
             status_writes: Family::default(),
             conflicts: Family::default(),
+            panics: Family::default(),
             vetoed: Family::default(),
             drift: Family::default(),
             undecodable: Family::default(),
@@ -287,6 +290,11 @@ impl Metrics {
             "kube_fsm_status_conflicts",
             "Status writes refused with 409 Conflict (each is re-read and redone)",
             f.conflicts.clone(),
+        );
+        r.register(
+            "kube_fsm_handler_panics",
+            "Reconciles that panicked (caught at the reconcile boundary), by the phase they ran in",
+            f.panics.clone(),
         );
         r.register(
             "kube_fsm_vetoed_transitions",

@@ -106,6 +106,14 @@ impl MachineMetrics {
         WorkerGuard(self.clone())
     }
 
+    /// Counts a reconcile in `phase` (`None`: no phase yet) that panicked.
+    pub(crate) fn panicked<P: Phase>(&self, phase: Option<&PhaseValue<P>>) {
+        let phase = phase.map_or("", phase_label);
+        (self.families.panics)
+            .get_or_create(&PhaseLabels::new(self.machine, phase))
+            .inc();
+    }
+
     /// Records a finished reconcile that ran in `phase`.
     pub(crate) fn reconciled<P: Phase>(
         &self,

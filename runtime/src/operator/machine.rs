@@ -34,6 +34,8 @@ pub(crate) trait Machine: Send {
     fn record_into(&mut self, metrics: &Metrics);
     /// What it was told about replicas and shutdown on its own (the Manager decides them).
     fn own_settings(&mut self) -> (Replicas, Option<Shutdown>);
+    /// Whether its reconcile panics are caught (see [`Operator::recover_panics`]).
+    fn recover_panics(&mut self, recover: bool);
     /// Its controller, wired, running until `stop`, for the objects `held` gives it.
     fn prepare(
         self: Box<Self>,
@@ -74,6 +76,10 @@ where
 
     fn own_settings(&mut self) -> (Replicas, Option<Shutdown>) {
         (std::mem::take(&mut self.replicas), self.shutdown.take())
+    }
+
+    fn recover_panics(&mut self, recover: bool) {
+        self.config.recover_panics = recover;
     }
 
     fn prepare(

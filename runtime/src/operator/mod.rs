@@ -162,6 +162,18 @@ where
         self
     }
 
+    /// Whether a panic in a reconcile — a handler, a hook, a child builder — is caught at the
+    /// reconcile boundary (default `true`, as controller-runtime recovers reconcile panics):
+    /// the object is `Stalled` with reason `HandlerPanicked` and the panic's message, gets a
+    /// Warning Event of that reason, is retried with its backoff and counted in
+    /// `kube_fsm_handler_panics_total`, while every other object goes on. `false` lets the
+    /// panic unwind through the process (it exits), for those who prefer to crash.
+    #[must_use]
+    pub fn recover_panics(mut self, recover: bool) -> Self {
+        self.config.recover_panics = recover;
+        self
+    }
+
     /// The controller name recorded on Events.
     #[must_use]
     pub fn reporter(mut self, name: impl Into<String>) -> Self {

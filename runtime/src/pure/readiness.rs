@@ -30,14 +30,17 @@ pub enum Stall {
     UndeclaredPhase(String),
     /// The handler failed this many times in a row, the last time with this error.
     Failing(u32, String),
+    /// The reconcile panicked, saying this.
+    Panicked(String),
 }
 
 /// Every reason of a `Stalled` condition the engine writes ([`Stall`]).
-pub const STALL_REASONS: [&str; 4] = [
+pub const STALL_REASONS: [&str; 5] = [
     "TerminalPhase",
     "TimeoutVetoed",
     "UndeclaredPhase",
     "ReconcileFailing",
+    "HandlerPanicked",
 ];
 
 impl Stall {
@@ -47,6 +50,7 @@ impl Stall {
             Stall::TimeoutVetoed(_) => "TimeoutVetoed",
             Stall::UndeclaredPhase(_) => "UndeclaredPhase",
             Stall::Failing(..) => "ReconcileFailing",
+            Stall::Panicked(_) => "HandlerPanicked",
         }
     }
 
@@ -62,6 +66,7 @@ impl Stall {
             Stall::Failing(times, error) => {
                 format!("the handler failed {times} times in a row: {error}")
             }
+            Stall::Panicked(said) => format!("{said}; retried with backoff"),
         }
     }
 }
@@ -184,6 +189,7 @@ mod tests {
             Stall::TimeoutVetoed(String::new()),
             Stall::UndeclaredPhase(String::new()),
             Stall::Failing(5, String::new()),
+            Stall::Panicked(String::new()),
         ];
         assert_eq!(stalls.map(|s| s.reason()), STALL_REASONS);
     }

@@ -11,6 +11,7 @@ mod events;
 mod fairness;
 mod faults;
 mod handler_context;
+mod isolation;
 mod kstatus;
 mod leader;
 mod machine_page;
