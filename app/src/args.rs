@@ -123,6 +123,11 @@ pub struct RunArgs {
     /// with backoff, while the others go on).
     #[arg(long, env = "KUBE_FSM_CRASH_ON_PANIC")]
     pub crash_on_panic: bool,
+    /// How long one handler call may run before it is dropped and its object gets `Stalled`
+    /// (reason `HandlerTimedOut`); a phase's `handlerTimeout` in the spec wins (default: what
+    /// the operator's code sets, else 5 minutes).
+    #[arg(long, env = "KUBE_FSM_HANDLER_TIMEOUT", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub handler_timeout: Option<u64>,
     /// The log filter: a level (error, warn, info, debug, trace) or `RUST_LOG` directives.
     #[arg(long, env = "KUBE_FSM_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -150,6 +155,7 @@ impl Default for RunArgs {
             webhook_fail_open: false,
             webhook_policy: Vec::new(),
             crash_on_panic: false,
+            handler_timeout: None,
             log_level: "info".to_owned(),
             log_format: LogFormat::Text,
         }
@@ -258,6 +264,9 @@ impl RunArgs {
         }
         if self.crash_on_panic {
             flag(&mut args, "crash-on-panic", None);
+        }
+        if let Some(secs) = self.handler_timeout {
+            flag(&mut args, "handler-timeout", Some(secs.to_string()));
         }
         args.push("--log-level".to_owned());
         args.push(self.log_level.clone());

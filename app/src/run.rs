@@ -38,6 +38,9 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
     manager = manager
         .replicas(replicas)
         .recover_panics(!args.crash_on_panic);
+    if let Some(secs) = args.handler_timeout {
+        manager = manager.handler_timeout(std::time::Duration::from_secs(secs));
+    }
     let mut endpoints = Endpoints::of(&manager);
     if args.metrics_auth {
         endpoints = endpoints.authorize(client.clone());

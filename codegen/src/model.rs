@@ -54,6 +54,8 @@ pub struct Phase {
     pub description: Option<String>,
     pub terminal: bool,
     pub requeue_after_ms: Option<u64>,
+    /// How long one handler call may run (`handlerTimeout`), milliseconds.
+    pub handler_timeout_ms: Option<u64>,
     pub timeout: Option<Timeout>,
 }
 

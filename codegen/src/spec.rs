@@ -143,6 +143,8 @@ pub struct RawPhase {
     pub terminal: Option<Loc>,
     pub description: Option<String>,
     pub requeue_after: Option<Text>,
+    /// How long one handler call may run (`handlerTimeout`).
+    pub handler_timeout: Option<Text>,
     pub timeout: Option<RawTimeout>,
 }
 

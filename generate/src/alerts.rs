@@ -405,8 +405,8 @@ impl Alerts {
             format!("{kind} objects cannot progress without help"),
             format!(
                 "{{{{ $value }}}} {kind} objects report Stalled with reason {{{{ $labels.reason }}}}: \
-                 TerminalPhase (the machine gave up: {}), TimeoutVetoed, UndeclaredPhase or \
-                 ReconcileFailing.",
+                 TerminalPhase (the machine gave up: {}), TimeoutVetoed, UndeclaredPhase, \
+                 ReconcileFailing, HandlerPanicked or HandlerTimedOut.",
                 terminal_text(machine)
             ),
             format!(

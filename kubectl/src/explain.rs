@@ -76,6 +76,8 @@ pub struct Explanation {
     pub for_: Option<String>,
     /// Whether the engine leaves it only by people's moves.
     pub terminal: bool,
+    /// The spec's `handlerTimeout` for the phase (`1m`), when it sets one.
+    pub handler_timeout: Option<String>,
     /// The ways out the engine takes, and the manual ones.
     pub ways_out: Vec<WayOut>,
     /// The pause annotation's reason, while paused.
@@ -230,6 +232,9 @@ pub fn explain(
             .map(|p| printable(&p.description))
             .unwrap_or_default(),
         terminal: spec_phase.is_some_and(|p| p.terminal),
+        handler_timeout: spec_phase
+            .and_then(|p| p.handler_timeout_ms)
+            .map(spec_duration),
         entered: object.entered().map(round),
         for_: object.entered().map(|e| human(now.duration_since(e))),
         phase: phase.as_deref().map(printable),
@@ -265,6 +270,12 @@ impl fmt::Display for Explanation {
                     _ => out.push_str("Since:    unknown (moved by another writer; its clock starts when the operator sees it)\n"),
                 }
             }
+        }
+        if let Some(deadline) = &self.handler_timeout {
+            let _ = writeln!(
+                out,
+                "Handler:  each call may run {deadline} (the spec's handlerTimeout), then it is dropped"
+            );
         }
         if let Some(ready) = &self.ready {
             let _ = writeln!(out, "Ready:    {ready}");

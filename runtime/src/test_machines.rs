@@ -106,7 +106,7 @@ pub struct PipelineStatus {
 
 /// A self-loop and a handler-only edge.
 #[kube_fsm_macros::state_machine(
-    phases(Waiting(initial, requeue_after = "30s", timeout = "5m" -> GaveUp), Working, GaveUp(terminal), Done(terminal)),
+    phases(Waiting(initial, requeue_after = "30s", handler_timeout = "20s", timeout = "5m" -> GaveUp), Working, GaveUp(terminal), Done(terminal)),
     conditions(Ready),
     transitions(
         Waiting -> Waiting on Retry,

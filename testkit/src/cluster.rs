@@ -375,6 +375,22 @@ pub async fn all_events(client: &Client, ns: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every Warning Event in `ns`, as `reason: note`.
+pub async fn warning_events(client: &Client, ns: &str) -> Vec<String> {
+    list_events(client, ns)
+        .await
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
 async fn list_events(client: &Client, ns: &str) -> Vec<Event> {
     Api::<Event>::namespaced(client.clone(), ns)
         .list(&kube::api::ListParams::default())
@@ -408,19 +424,20 @@ pub async fn wait_phase<K>(api: &Api<K>, name: &str, phase: &str) -> K
 where
     K: kube_fsm::StateMachine + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    eventually(Duration::from_secs(30), || async {
+    let reached = eventually(Duration::from_secs(30), || async {
         api.get(name)
             .await
             .ok()
             .filter(|o| phase_of(o).as_deref() == Some(phase))
     })
-    .await
-    .unwrap_or_else(|| {
-        let now = futures::executor::block_on(api.get(name))
-            .ok()
-            .and_then(|o| phase_of(&o));
-        panic!("{name} did not reach {phase}; it is {now:?}")
-    })
+    .await;
+    if let Some(object) = reached {
+        return object;
+    }
+    // Read on this runtime (a blocking read here would wait for the runtime it blocks, and
+    // the test would hang instead of failing).
+    let now = api.get(name).await.ok().and_then(|o| phase_of(&o));
+    panic!("{name} did not reach {phase}; it is {now:?}")
 }
 
 /// Polls `check` every 100 ms until it returns `Some` or `timeout` passes.

@@ -250,6 +250,34 @@ pub mod resources {
         pub machine: MachineStatus<TimerPhase>,
     }
 
+    /// Work that must finish in 3 s or fail, each handler call bounded to 1 s by the spec: for
+    /// the handler deadline and a timeout reached while every handler call hangs.
+    #[state_machine(
+        phases(
+            Working(initial, handler_timeout = "1s", timeout = "3s" -> Failed as WorkTimedOut),
+            Done(terminal),
+            Failed(terminal),
+        ),
+        transitions(Working -> Done on Finish, Working -> Failed),
+    )]
+    #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "fsm.example.com",
+        version = "v1",
+        kind = "Chore",
+        namespaced,
+        status = "ChoreStatus"
+    )]
+    pub struct ChoreSpec {}
+
+    /// Status of [`Chore`].
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct ChoreStatus {
+        /// The machine's fields.
+        #[serde(flatten)]
+        pub machine: MachineStatus<ChorePhase>,
+    }
+
     /// A machine that waits for a `Finish` (or times out after 3 s), with a finalizer: for
     /// pausing, reconcile-now and deletion while paused. Its spec's one field is there to edit
     /// (a new generation).

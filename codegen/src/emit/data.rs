@@ -20,6 +20,7 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
         let description = p.description.as_deref().unwrap_or("");
         let terminal = p.terminal;
         let requeue = opt_ms(p.requeue_after_ms);
+        let handler_timeout = opt_ms(p.handler_timeout_ms);
         let timeout = match &p.timeout {
             Some(t) => {
                 let (after, to, reason) = (t.after_ms, t.to, &t.reason);
@@ -27,7 +28,7 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
             }
             None => quote!(::core::option::Option::None),
         };
-        quote!(::kube_fsm::__private::PhaseData { name: #name, description: #description, terminal: #terminal, requeue_after_ms: #requeue, timeout: #timeout })
+        quote!(::kube_fsm::__private::PhaseData { name: #name, description: #description, terminal: #terminal, requeue_after_ms: #requeue, handler_timeout_ms: #handler_timeout, timeout: #timeout })
     });
     let conditions = machine.conditions.iter().map(|c| {
         let name = &c.type_name;

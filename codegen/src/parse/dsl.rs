@@ -30,11 +30,12 @@ use crate::spec::{
 pub type Parsed<T> = Result<T, Diagnostic>;
 
 /// The options a phase accepts, for "did you mean".
-const PHASE_OPTIONS: [&str; 5] = [
+const PHASE_OPTIONS: [&str; 6] = [
     "initial",
     "terminal",
     "description",
     "requeue_after",
+    "handler_timeout",
     "timeout",
 ];
 
@@ -133,6 +134,7 @@ fn phase(input: ParseStream<'_>) -> Parsed<RawPhase> {
         terminal: None,
         description: None,
         requeue_after: None,
+        handler_timeout: None,
         timeout: None,
     };
     if input.peek(syn::token::Paren) {
@@ -149,6 +151,10 @@ fn phase(input: ParseStream<'_>) -> Parsed<RawPhase> {
                 "requeue_after" => {
                     content.parse::<Token![=]>()?;
                     phase.requeue_after = Some(text(&content.parse()?));
+                }
+                "handler_timeout" => {
+                    content.parse::<Token![=]>()?;
+                    phase.handler_timeout = Some(text(&content.parse()?));
                 }
                 "timeout" => {
                     content.parse::<Token![=]>()?;
@@ -171,7 +177,7 @@ fn phase(input: ParseStream<'_>) -> Parsed<RawPhase> {
                 other => {
                     return Err(Diagnostic::new(key.span(), format!("unknown phase option `{other}`"))
                         .suggest(other, PHASE_OPTIONS)
-                        .help("phase options are initial, terminal, description = \"..\", requeue_after = \"10s\", timeout = \"10m\" -> Target [as Reason]"));
+                        .help("phase options are initial, terminal, description = \"..\", requeue_after = \"10s\", handler_timeout = \"1m\", timeout = \"10m\" -> Target [as Reason]"));
                 }
             }
             if !content.is_empty() {

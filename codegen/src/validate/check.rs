@@ -79,6 +79,16 @@ pub fn terminal_without_requeue(cx: &Ctxt, phase: &RawPhase) {
     }
 }
 
+/// A terminal phase has no handler: it has no `handlerTimeout`.
+pub fn terminal_without_handler_timeout(cx: &Ctxt, phase: &RawPhase) {
+    if let (Some(_), Some(deadline)) = (phase.terminal, &phase.handler_timeout) {
+        cx.error(
+            Diagnostic::new(deadline.loc, format!("terminal phase `{}` has `handlerTimeout`", phase.name.text))
+                .help("a terminal phase has no handler to bound; remove `handlerTimeout` or make the phase non-terminal"),
+        );
+    }
+}
+
 /// Nothing leaves a terminal phase: it has no `timeout`.
 pub fn terminal_without_timeout(cx: &Ctxt, phase: &RawPhase) {
     if let (Some(_), Some(timeout)) = (phase.terminal, &phase.timeout) {

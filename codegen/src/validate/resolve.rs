@@ -106,7 +106,12 @@ impl<'a> Resolver<'a, '_> {
                 .requeue_after
                 .as_ref()
                 .and_then(|d| self.duration(d, "requeueAfter"));
+            let handler_timeout_ms = raw
+                .handler_timeout
+                .as_ref()
+                .and_then(|d| self.duration(d, "handlerTimeout"));
             check::terminal_without_requeue(cx, raw);
+            check::terminal_without_handler_timeout(cx, raw);
             check::terminal_without_timeout(cx, raw);
             if let Some(timeout) = &raw.timeout {
                 self.timeouts.push((index, timeout));
@@ -116,6 +121,7 @@ impl<'a> Resolver<'a, '_> {
                 description: raw.description.clone(),
                 terminal: raw.terminal.is_some(),
                 requeue_after_ms,
+                handler_timeout_ms,
                 timeout: None,
             });
         }

@@ -135,3 +135,26 @@ fn what_anyone_wrote_is_printed_escaped_never_as_terminal_control() {
     assert!(text.contains(r"Failed\u{1b}[31m"), "{text}");
     assert!(text.contains(r"INC\u{1b}]0;owned\u{7}"), "{text}");
 }
+
+#[test]
+fn a_phase_with_its_own_handler_deadline_says_so() {
+    let machine = Description::of(kube_fsm_testkit::resources::ChorePhase::MACHINE);
+    let object = json!({
+        "metadata": { "name": "c", "namespace": "shop" },
+        "status": {
+            "phase": "Working", "enteredPhase": "Working",
+            "lastPhaseTransitionTime": "2026-12-02T09:59:59Z",
+        },
+    });
+    let text = explain(&machine, &Stored(&object), vec![], NOW.parse().unwrap()).to_string();
+    assert!(
+        text.contains(
+            "Handler:  each call may run 1s (the spec's handlerTimeout), then it is dropped\n"
+        ),
+        "{text}"
+    );
+    let plain = Description::of(DatabasePhase::MACHINE);
+    let pending = database("Pending", "2026-12-02T09:59:30Z", &[], json!({}));
+    let text = explain(&plain, &Stored(&pending), vec![], NOW.parse().unwrap()).to_string();
+    assert!(!text.contains("Handler:"), "{text}");
+}

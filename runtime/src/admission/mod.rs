@@ -68,6 +68,7 @@ pub(crate) mod tests_support {
             description: "",
             terminal: false,
             requeue_after_ms: None,
+            handler_timeout_ms: None,
             timeout: None,
         }
     }

@@ -23,6 +23,9 @@ pub struct EngineConfig {
     /// Whether a panic in a reconcile is caught at the reconcile boundary (the object stalls)
     /// rather than unwinding through the process.
     pub recover_panics: bool,
+    /// How long one call of a handler or hook may run, unless its phase's `handlerTimeout`
+    /// says otherwise.
+    pub handler_timeout: Duration,
 }
 
 /// Which of the engine's own Kubernetes Events (transitions, vetoes, drift, failures) are
@@ -50,6 +53,7 @@ impl Default for EngineConfig {
             reconnect_max: Duration::from_secs(30),
             events: RecordedEvents::All,
             recover_panics: true,
+            handler_timeout: Duration::from_secs(300),
         }
     }
 }

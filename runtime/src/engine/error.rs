@@ -39,6 +39,11 @@ pub enum ReconcileError {
     /// [`crate::Operator::recover_panics`]).
     #[error("{0}")]
     Panicked(super::Panic),
+    /// A handler or hook did not finish within its deadline (see
+    /// [`crate::Operator::handler_timeout`]): its call was dropped, the object is `Stalled`
+    /// and retried with backoff.
+    #[error("{0}")]
+    HandlerTimedOut(super::TimedOut),
 }
 
 /// Which of the engine's requests failed (see [`ReconcileError::Request`]).

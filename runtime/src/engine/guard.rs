@@ -11,10 +11,17 @@
 //! ([`crate::Operator::recover_panics`]), the panic goes on unwinding, as it did before.
 //!
 //! A binary built with `panic = "abort"` cannot recover: the process ends at the panic.
+//!
+//! A handler that never returns would hold its object "in flight" for good — kube's controller
+//! never schedules it again, its phase timeout never fires, and under a concurrency limit it
+//! holds a slot others wait for. So each call of user code in a step runs under a deadline
+//! ([`bounded`]): on expiry its future is dropped and the reconcile fails with
+//! [`ReconcileError::HandlerTimedOut`] (`Stalled`, reason `HandlerTimedOut`, its backoff).
 
 use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use futures::FutureExt;
 
@@ -41,6 +48,41 @@ impl std::fmt::Display for Panic {
             None => write!(f, "the reconcile panicked: {}", self.message),
         }
     }
+}
+
+/// A call of user code that did not finish within its deadline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimedOut {
+    /// What was called: "the handler of phase Working", "the after_transition hook of Working → Done".
+    pub call: String,
+    /// Its deadline.
+    pub after: Duration,
+}
+
+impl std::fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} did not finish within {}; the call was dropped",
+            self.call,
+            message::duration(self.after)
+        )
+    }
+}
+
+/// Runs `call` for at most `after`; on expiry `call` is dropped (cancelled at its current
+/// await) and `Err(TimedOut)` names it as `what` says.
+pub(crate) async fn bounded<T>(
+    call: impl Future<Output = T>,
+    after: Duration,
+    what: impl FnOnce() -> String,
+) -> Result<T, TimedOut> {
+    tokio::time::timeout(after, call)
+        .await
+        .map_err(|_| TimedOut {
+            call: what(),
+            after,
+        })
 }
 
 /// Runs `reconcile`; with `recover`, a panic in it is returned as
@@ -103,6 +145,22 @@ mod tests {
             matches!(&formatted, Err(ReconcileError::Panicked(p)) if p.message == "object 7 is bad"),
             "{formatted:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_call_past_its_deadline_is_dropped_and_named() {
+        let hung = bounded(
+            std::future::pending::<()>(),
+            Duration::from_millis(50),
+            || "the handler of phase Working".to_owned(),
+        )
+        .await;
+        assert_eq!(
+            hung.unwrap_err().to_string(),
+            "the handler of phase Working did not finish within 50ms; the call was dropped"
+        );
+        let quick = bounded(async { 7 }, Duration::from_secs(30), || unreachable!()).await;
+        assert_eq!(quick, Ok(7));
     }
 
     #[tokio::test]

@@ -66,7 +66,7 @@ pub(crate) use config::EngineConfig;
 pub use config::RecordedEvents;
 pub(crate) use error::During;
 pub use error::{EngineRequest, ReconcileError};
-pub use guard::Panic;
+pub use guard::{Panic, TimedOut};
 
 /// A failure of the API server itself makes a `ReconcileFailed` Event once it happened this
 /// many times in a row to one object.
@@ -280,6 +280,7 @@ where
         }
         let _worker = self.metrics.worker();
         let started = Instant::now();
+        let began = Timestamp::now();
         let phase = object.machine_status().and_then(|s| s.phase.clone());
         let in_phase = phase.as_ref().map(|p| p.as_str());
         let result = guard::guarded(
@@ -323,7 +324,7 @@ where
             }
             Err(err) => {
                 let failures = self.memory.read(object, |e| e.failures).unwrap_or(0) + 1;
-                self.failed(object, err, failures).await;
+                self.failed(object, err, failures, began).await;
                 // The watch events of what this reconcile wrote wait out the backoff.
                 self.memory
                     .with(object, |e| e.aside = e.versions.newest().map(str::to_owned));
@@ -331,6 +332,7 @@ where
                     let note = message::bounded(message::sentence(err), 1024);
                     let reason = match err {
                         ReconcileError::Panicked(_) => "HandlerPanicked",
+                        ReconcileError::HandlerTimedOut(_) => "HandlerTimedOut",
                         _ => "ReconcileFailed",
                     };
                     self.event(object, EventType::Warning, reason, "Reconcile".into(), note)
@@ -519,7 +521,27 @@ where
 
     /// Plans one step and writes it.
     async fn step(&self, api: &Api<K>, object: &K) -> Result<Attempt, ReconcileError> {
-        let plan = step_plan::plan(&self.handler, object, Timestamp::now(), &self.context).await?;
+        let now = Timestamp::now();
+        let position = Position::of(object.machine_status(), now);
+        let deadline = decide::handler_deadline(&position, self.config.handler_timeout, now);
+        let planned = guard::bounded(
+            step_plan::plan(&self.handler, object, now, &self.context),
+            deadline.after,
+            || format!("the handler of phase {}", position.phase),
+        )
+        .await;
+        let plan = match planned {
+            Ok(plan) => plan?,
+            Err(timed_out) => {
+                self.metrics.handler_timed_out(position.phase.name());
+                if deadline.by_timeout {
+                    // The phase's timeout is due now: the next step takes it.
+                    tracing::warn!(object = %object.name_any(), %timed_out, "the phase's timeout came due while its handler ran");
+                    return Ok(Attempt::Done(Some(Duration::ZERO)));
+                }
+                return Err(ReconcileError::HandlerTimedOut(timed_out));
+            }
+        };
         let timeout_retry = self.vetoes(object, &plan).await;
         let requeue = match (plan.requeue, timeout_retry) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -156,7 +156,7 @@ where
         if first {
             self.report_drift(object, drift, Remedy::Hold, false).await;
             let stall = Stall::UndeclaredPhase(value);
-            let written = self.keep(object, Some(stall)).await?;
+            let written = self.keep(object, Some(stall), Timestamp::now()).await?;
             if let Some(stop) = written.and_then(Option::<Attempt>::from) {
                 // Written over by someone meanwhile: look again at what they wrote.
                 self.memory.with(object, |e| e.held = None);

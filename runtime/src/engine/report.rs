@@ -8,7 +8,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
-use crate::engine::{Engine, Reconcilable, ReconcileError, RecordedEvents};
+use crate::engine::{Engine, Reconcilable, ReconcileError, RecordedEvents, guard};
 use crate::handler::step_plan::Plan;
 use crate::machine::data::Phase;
 use crate::machine::status::PhaseValue;
@@ -118,9 +118,20 @@ where
         let Some((from, to)) = self.memory.read(object, |e| e.owed_hook).flatten() else {
             return Ok(());
         };
-        K::after_transition(&self.handler, object, from, to)
-            .await
-            .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
+        let hook = K::after_transition(&self.handler, object, from, to);
+        let after = to
+            .data()
+            .handler_timeout_ms
+            .map_or(self.config.handler_timeout, Duration::from_millis);
+        guard::bounded(hook, after, || {
+            format!("the after_transition hook of {from} → {to}")
+        })
+        .await
+        .map_err(|timed_out| {
+            self.metrics.handler_timed_out(to.name());
+            ReconcileError::HandlerTimedOut(timed_out)
+        })?
+        .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
         self.memory.with(object, |e| {
             if e.owed_hook == Some((from, to)) {
                 e.owed_hook = None;

@@ -110,6 +110,9 @@ pub struct PhaseData {
     pub terminal: bool,
     /// Reconcile at least this often while in the phase (milliseconds).
     pub requeue_after_ms: Option<u64>,
+    /// How long one call of the phase's handler may run (milliseconds; `None`: the machine's
+    /// default, see `Operator::handler_timeout`).
+    pub handler_timeout_ms: Option<u64>,
     /// Leave the phase after this long in it.
     pub timeout: Option<TimeoutData>,
 }

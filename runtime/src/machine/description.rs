@@ -73,6 +73,10 @@ pub struct PhaseDescription {
     /// Reconciled at least this often, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeue_after_ms: Option<u64>,
+    /// How long one handler call may run, in milliseconds (the spec's `handlerTimeout`; when
+    /// absent, the operator's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler_timeout_ms: Option<u64>,
     /// Left after this long in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<TimeoutDescription>,
@@ -179,6 +183,7 @@ impl Description {
                     initial: i == machine.initial,
                     terminal: p.terminal,
                     requeue_after_ms: p.requeue_after_ms,
+                    handler_timeout_ms: p.handler_timeout_ms,
                     timeout: p.timeout.as_ref().map(|t| TimeoutDescription {
                         after_ms: t.after_ms,
                         to: phase(t.to),

@@ -8,6 +8,7 @@ mod readiness;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
 use kube::Client;
@@ -129,7 +130,17 @@ impl Manager {
     #[must_use]
     pub fn recover_panics(mut self, recover: bool) -> Self {
         for machine in &mut self.machines {
-            machine.recover_panics(recover);
+            machine.config().recover_panics = recover;
+        }
+        self
+    }
+
+    /// Every machine's handler deadline (see [`Operator::handler_timeout`]). Applies to the
+    /// machines added so far; add the others first.
+    #[must_use]
+    pub fn handler_timeout(mut self, deadline: Duration) -> Self {
+        for machine in &mut self.machines {
+            machine.config().handler_timeout = deadline;
         }
         self
     }

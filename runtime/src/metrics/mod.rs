@@ -23,6 +23,7 @@
 //! | `kube_fsm_status_writes_total` | `machine` |
 //! | `kube_fsm_status_conflicts_total` | `machine` |
 //! | `kube_fsm_handler_panics_total` (reconciles that panicked, caught: see [`crate::Operator::recover_panics`]) | `machine`, `phase` |
+//! | `kube_fsm_handler_timeouts_total` (handler and hook calls dropped at their deadline: see [`crate::Operator::handler_timeout`]) | `machine`, `phase` |
 //! | `kube_fsm_vetoed_transitions_total` | `machine`, `from`, `to` |
 //! | `kube_fsm_undecodable_objects_total` | `machine` |
 //! | `kube_fsm_watch_restarts_total` | `machine` |
@@ -154,6 +155,7 @@ struct Families {
     status_writes: Family<MachineLabels, Counter>,
     conflicts: Family<MachineLabels, Counter>,
     panics: Family<PhaseLabels, Counter>,
+    timeouts: Family<PhaseLabels, Counter>,
     vetoed: Family<EdgeLabels, Counter>,
     drift: Family<DriftLabels, Counter>,
     undecodable: Family<MachineLabels, Counter>,
@@ -187,6 +189,7 @@ impl Default for Families {
             status_writes: Family::default(),
             conflicts: Family::default(),
             panics: Family::default(),
+            timeouts: Family::default(),
             vetoed: Family::default(),
             drift: Family::default(),
             undecodable: Family::default(),
@@ -295,6 +298,11 @@ impl Metrics {
             "kube_fsm_handler_panics",
             "Reconciles that panicked (caught at the reconcile boundary), by the phase they ran in",
             f.panics.clone(),
+        );
+        r.register(
+            "kube_fsm_handler_timeouts",
+            "Handler and hook calls dropped at their deadline, by the phase they ran in",
+            f.timeouts.clone(),
         );
         r.register(
             "kube_fsm_vetoed_transitions",

@@ -114,6 +114,13 @@ impl MachineMetrics {
             .inc();
     }
 
+    /// Counts a handler or hook call in `phase` dropped at its deadline.
+    pub(crate) fn handler_timed_out(&self, phase: &str) {
+        (self.families.timeouts)
+            .get_or_create(&PhaseLabels::new(self.machine, phase))
+            .inc();
+    }
+
     /// Records a finished reconcile that ran in `phase`.
     pub(crate) fn reconciled<P: Phase>(
         &self,

@@ -8,7 +8,7 @@ use futures::future::{BoxFuture, Shared};
 use kube::Client;
 
 use super::{Operator, Replicas, Shutdown};
-use crate::engine::Reconcilable;
+use crate::engine::{EngineConfig, Reconcilable};
 use crate::machine::description::Description;
 use crate::metrics::{MachineMetrics, Metrics};
 use crate::replicas::Held;
@@ -34,8 +34,9 @@ pub(crate) trait Machine: Send {
     fn record_into(&mut self, metrics: &Metrics);
     /// What it was told about replicas and shutdown on its own (the Manager decides them).
     fn own_settings(&mut self) -> (Replicas, Option<Shutdown>);
-    /// Whether its reconcile panics are caught (see [`Operator::recover_panics`]).
-    fn recover_panics(&mut self, recover: bool);
+    /// Its engine's settings, for the Manager's machine-wide options
+    /// ([`Operator::recover_panics`], [`Operator::handler_timeout`]).
+    fn config(&mut self) -> &mut EngineConfig;
     /// Its controller, wired, running until `stop`, for the objects `held` gives it.
     fn prepare(
         self: Box<Self>,
@@ -78,8 +79,8 @@ where
         (std::mem::take(&mut self.replicas), self.shutdown.take())
     }
 
-    fn recover_panics(&mut self, recover: bool) {
-        self.config.recover_panics = recover;
+    fn config(&mut self) -> &mut EngineConfig {
+        &mut self.config
     }
 
     fn prepare(

@@ -174,6 +174,19 @@ where
         self
     }
 
+    /// How long one call of a phase handler, `before_transition` or `after_transition` may run
+    /// (default 5 minutes), unless the phase's `handlerTimeout` says otherwise. A call that
+    /// runs past it is dropped at its current `.await`; the object is `Stalled` with reason
+    /// `HandlerTimedOut` naming the phase and the deadline, gets a Warning Event of that
+    /// reason, is retried with its backoff and counted in `kube_fsm_handler_timeouts_total`.
+    /// A handler is never left running past its phase's `timeout:`: the step that follows
+    /// takes the timeout. Code that must not be cut at an `.await` belongs in a spawned task.
+    #[must_use]
+    pub fn handler_timeout(mut self, deadline: Duration) -> Self {
+        self.config.handler_timeout = deadline;
+        self
+    }
+
     /// The controller name recorded on Events.
     #[must_use]
     pub fn reporter(mut self, name: impl Into<String>) -> Self {

@@ -133,10 +133,51 @@ pub fn timeout_due<P: Phase>(
 /// due when looked at; `None` without a timeout or a recorded entry time, or when it is due
 /// already (a failing step then keeps its backoff rather than retry every second).
 pub fn until_timeout<P: Phase>(position: &Position<P>, now: Timestamp) -> Option<Duration> {
+    timeout_left(position, now)
+        .filter(|left| !left.is_zero())
+        .map(|left| left + Duration::from_secs(1))
+}
+
+/// How long the phase at `position` has left before its timeout is due (zero once due);
+/// `None` without a timeout or a recorded entry time.
+pub fn timeout_left<P: Phase>(position: &Position<P>, now: Timestamp) -> Option<Duration> {
     let timeout = position.phase.data().timeout.as_ref()?;
     let length = Duration::from_millis(timeout.after_ms);
-    let left = length.checked_sub(elapsed(position.clock()?, now))?;
-    (!left.is_zero()).then(|| left + Duration::from_secs(1))
+    Some(length.saturating_sub(elapsed(position.clock()?, now)))
+}
+
+/// How long the handler of the phase at `position` may run at `now`: the phase's
+/// `handlerTimeout`, else `default`, and never past the phase's timeout when that is still to
+/// come (a hung handler does not hold the timeout — the way out — back).
+pub fn handler_deadline<P: Phase>(
+    position: &Position<P>,
+    default: Duration,
+    now: Timestamp,
+) -> HandlerDeadline {
+    let own = position
+        .phase
+        .data()
+        .handler_timeout_ms
+        .map_or(default, Duration::from_millis);
+    match timeout_left(position, now) {
+        Some(left) if !left.is_zero() && left < own => HandlerDeadline {
+            after: left,
+            by_timeout: true,
+        },
+        _ => HandlerDeadline {
+            after: own,
+            by_timeout: false,
+        },
+    }
+}
+
+/// How long a handler call may run ([`handler_deadline`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandlerDeadline {
+    /// From the call's start.
+    pub after: Duration,
+    /// Whether it is the phase's timeout coming due (rather than the handler's own deadline).
+    pub by_timeout: bool,
 }
 
 /// The target of the first `when` rule out of `phase` that holds, in spec order.

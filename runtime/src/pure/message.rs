@@ -60,9 +60,45 @@ pub fn bounded(mut message: String, limit: usize) -> String {
     message
 }
 
+/// `duration` as the spec writes one: `500ms`, `30s`, `10m`, `1h30m`, `2m5s`.
+pub fn duration(duration: std::time::Duration) -> String {
+    let ms = duration.as_millis();
+    if !ms.is_multiple_of(1000) {
+        return format!("{ms}ms");
+    }
+    let secs = ms / 1000;
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    let mut out = String::new();
+    for (value, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if value > 0 {
+            out.push_str(&format!("{value}{unit}"));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("0s");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_reads_as_the_spec_writes_it() {
+        use std::time::Duration;
+        for (d, text) in [
+            (Duration::from_millis(500), "500ms"),
+            (Duration::from_millis(1500), "1500ms"),
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_secs(600), "10m"),
+            (Duration::from_secs(5400), "1h30m"),
+            (Duration::from_secs(125), "2m5s"),
+            (Duration::ZERO, "0s"),
+        ] {
+            assert_eq!(duration(d), text);
+        }
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("could not create its ConfigMap: {0}")]

@@ -32,15 +32,18 @@ pub enum Stall {
     Failing(u32, String),
     /// The reconcile panicked, saying this.
     Panicked(String),
+    /// A handler or hook call ran past its deadline, as this says.
+    HandlerTimedOut(String),
 }
 
 /// Every reason of a `Stalled` condition the engine writes ([`Stall`]).
-pub const STALL_REASONS: [&str; 5] = [
+pub const STALL_REASONS: [&str; 6] = [
     "TerminalPhase",
     "TimeoutVetoed",
     "UndeclaredPhase",
     "ReconcileFailing",
     "HandlerPanicked",
+    "HandlerTimedOut",
 ];
 
 impl Stall {
@@ -51,6 +54,7 @@ impl Stall {
             Stall::UndeclaredPhase(_) => "UndeclaredPhase",
             Stall::Failing(..) => "ReconcileFailing",
             Stall::Panicked(_) => "HandlerPanicked",
+            Stall::HandlerTimedOut(_) => "HandlerTimedOut",
         }
     }
 
@@ -66,7 +70,9 @@ impl Stall {
             Stall::Failing(times, error) => {
                 format!("the handler failed {times} times in a row: {error}")
             }
-            Stall::Panicked(said) => format!("{said}; retried with backoff"),
+            Stall::Panicked(said) | Stall::HandlerTimedOut(said) => {
+                format!("{said}; retried with backoff")
+            }
         }
     }
 }
@@ -190,6 +196,7 @@ mod tests {
             Stall::UndeclaredPhase(String::new()),
             Stall::Failing(5, String::new()),
             Stall::Panicked(String::new()),
+            Stall::HandlerTimedOut(String::new()),
         ];
         assert_eq!(stalls.map(|s| s.reason()), STALL_REASONS);
     }

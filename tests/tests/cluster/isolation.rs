@@ -1,9 +1,15 @@
 //! One bad object harms only itself, on the real API server: a handler that panics on every
 //! call stalls its own object (`Stalled`, reason `HandlerPanicked`), is retried within its
-//! backoff, and the process and every other object of both kinds go on.
+//! backoff, and the process and every other object of both kinds go on; a handler that never
+//! returns is dropped at its deadline (`Stalled`, reason `HandlerTimedOut`), frees its slot for
+//! the others, and does not hold its phase's timeout back.
 
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::jiff::Timestamp;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use kube_fsm::machine::ConditionError;
@@ -19,10 +25,25 @@ use kube_fsm_testkit::resources::*;
 /// Objects of each kind.
 const EACH: usize = 25;
 
-/// The plain Database handlers, but the one for Pending panics for the object named `bad`.
-struct PanicsOn(&'static str);
+/// What the bad object's Pending handler does.
+#[derive(Clone, Copy)]
+enum Spoil {
+    Panics,
+    Hangs,
+}
 
-impl DatabaseHandler for PanicsOn {
+/// The plain Database handlers, but the one for Pending spoils the object named `.0`; `.2`
+/// holds when it first did.
+#[derive(Clone)]
+struct Spoils(&'static str, Spoil, Arc<OnceLock<Timestamp>>);
+
+impl Spoils {
+    fn new(name: &'static str, how: Spoil) -> Self {
+        Spoils(name, how, Arc::default())
+    }
+}
+
+impl DatabaseHandler for Spoils {
     type Error = ConditionError;
 
     async fn on_pending(
@@ -30,11 +51,13 @@ impl DatabaseHandler for PanicsOn {
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabasePendingNext, ConditionError> {
-        assert!(
-            db.name_any() != self.0,
-            "this handler cannot handle {}",
-            self.0
-        );
+        if db.name_any() == self.0 {
+            self.2.get_or_init(Timestamp::now);
+            match self.1 {
+                Spoil::Panics => panic!("this handler cannot handle {}", self.0),
+                Spoil::Hangs => std::future::pending::<()>().await,
+            }
+        }
         Databases.on_pending(db, step).await
     }
 
@@ -71,10 +94,20 @@ impl DatabaseHandler for PanicsOn {
     }
 }
 
-/// A Manager of Databases (handled by `PanicsOn(bad)`) and RiskEngines in `ns`.
-fn manager(client: &Client, ns: &str, bad: &'static str, metrics: &Recorded) -> Manager {
+/// A Manager of Databases (handled by `bad`) and RiskEngines in `ns`. Beside a hanging
+/// handler, the Databases are reconciled one at a time, each handler call bounded to a second:
+/// the hung call holds the only slot until its deadline.
+fn manager(client: &Client, ns: &str, bad: Spoils, metrics: &Recorded) -> Manager {
+    let how = bad.1;
+    let databases = in_namespace::<Database, _>(client, ns, bad);
+    let databases = match how {
+        Spoil::Panics => databases,
+        Spoil::Hangs => databases
+            .concurrency(1)
+            .handler_timeout(Duration::from_secs(1)),
+    };
     Manager::new(client.clone())
-        .machine(in_namespace::<Database, _>(client, ns, PanicsOn(bad)))
+        .machine(databases)
         .machine(
             riskengine::operator(client.clone(), riskengine::Handlers::new(ns.to_owned()))
                 .namespace(ns),
@@ -88,10 +121,11 @@ fn manager(client: &Client, ns: &str, bad: &'static str, metrics: &Recorded) -> 
 async fn converge(
     client: &Client,
     ns: &str,
-    bad: &'static str,
+    bad: Spoils,
     names: &[String],
     metrics: &Recorded,
 ) -> (Running, Duration) {
+    let spoiled = bad.0;
     riskengine::apply_allow_list(client, ns, "2.0")
         .await
         .expect("the allow-list");
@@ -113,7 +147,7 @@ async fn converge(
             .expect("create a RiskEngine");
     }
     for (i, name) in names.iter().enumerate() {
-        if name != bad {
+        if name != spoiled {
             wait_phase(&databases, name, "Running").await;
         }
         wait_phase(&engines, &format!("risk-{i}"), "Active").await;
@@ -121,16 +155,28 @@ async fn converge(
     (running, started.elapsed())
 }
 
+/// The Databases' names, `bad` (if any) among them in the middle.
+fn names(bad: Option<&str>) -> Vec<String> {
+    (0..EACH)
+        .map(|i| match bad {
+            Some(bad) if i == EACH / 2 => bad.to_owned(),
+            _ => format!("db-{i}"),
+        })
+        .collect()
+}
+
 /// The `Stalled` condition of `db`: (status, reason, message).
 fn stalled(db: &Database) -> Option<(String, String, String)> {
-    let condition = (db.status.as_ref()?.machine.conditions)
-        .iter()
-        .find(|c| c.type_ == "Stalled")?;
+    let condition = stalled_condition(&db.status.as_ref()?.machine.conditions)?;
     Some((
         condition.status.clone(),
         condition.reason.clone(),
         condition.message.clone(),
     ))
+}
+
+fn stalled_condition(conditions: &[Condition]) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == "Stalled")
 }
 
 #[tokio::test]
@@ -143,19 +189,11 @@ async fn a_panicking_handler_stalls_its_object_and_nothing_else() {
         return;
     };
     cluster::install_crd(&client, riskengine::crd()).await;
-    let names = |bad: Option<&str>| -> Vec<String> {
-        (0..EACH)
-            .map(|i| match bad {
-                Some(bad) if i == EACH / 2 => bad.to_owned(),
-                _ => format!("db-{i}"),
-            })
-            .collect()
-    };
     // The same work without the bad object, for the time it takes.
     let (running, without) = converge(
         &client,
         &plain,
-        "nobody",
+        Spoils::new("nobody", Spoil::Panics),
         &names(None),
         &Recorded::default(),
     )
@@ -163,7 +201,14 @@ async fn a_panicking_handler_stalls_its_object_and_nothing_else() {
     running.stop().await;
     let ns = cluster::namespace(&client, "fsm-panic").await;
     let recorded = Recorded::default();
-    let (running, with) = converge(&client, &ns, "bad", &names(Some("bad")), &recorded).await;
+    let (running, with) = converge(
+        &client,
+        &ns,
+        Spoils::new("bad", Spoil::Panics),
+        &names(Some("bad")),
+        &recorded,
+    )
+    .await;
     eprintln!(
         "{} other objects converged in {with:?} beside a panicking one, {without:?} without it",
         2 * EACH - 1
@@ -201,7 +246,7 @@ async fn a_panicking_handler_stalls_its_object_and_nothing_else() {
     );
     // Retried within its backoff (200 ms doubling to 2 s): in 10 s, a handful of attempts,
     // each one Event write (the Stalled status is written once).
-    let since = k8s_openapi::jiff::Timestamp::now();
+    let since = Timestamp::now();
     tokio::time::sleep(Duration::from_secs(10)).await;
     let writes: Vec<_> = audit::writes(&log, &ns)
         .into_iter()
@@ -214,5 +259,140 @@ async fn a_panicking_handler_stalls_its_object_and_nothing_else() {
     let panics = recorded.sum("kube_fsm_handler_panics_total", &[("machine", "Database")]);
     assert!(panics >= 2.0, "counted: {panics}");
     assert!(!running.is_finished(), "the Manager still runs");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_hung_handler_is_dropped_at_its_deadline_and_frees_its_slot() {
+    let test = "isolation::hang";
+    let Some((client, ns)) = cluster::prepare(test, "fsm-hang").await else {
+        return;
+    };
+    cluster::install_crd(&client, riskengine::crd()).await;
+    let recorded = Recorded::default();
+    // One Database slot, a 1 s deadline: every other Database waits behind the hung call
+    // until it is dropped.
+    let hangs = Spoils::new("hung", Spoil::Hangs);
+    let first_call = hangs.2.clone();
+    let (running, took) = converge(&client, &ns, hangs, &names(Some("hung")), &recorded).await;
+    eprintln!(
+        "{} other objects converged in {took:?} beside a handler that never returns",
+        2 * EACH - 1
+    );
+    let (waited, said) = cluster::kubectl(
+        test,
+        &[
+            "wait",
+            "--for=condition=Stalled",
+            "--timeout=30s",
+            "-n",
+            &ns,
+            "databases.example.kube-fsm.dev/hung",
+        ],
+    )
+    .await
+    .expect("kubectl");
+    assert!(waited, "kubectl wait --for=condition=Stalled: {said}");
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+    let hung = databases.get("hung").await.expect("get hung");
+    let (status, reason, message) = stalled(&hung).expect("a Stalled condition");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "HandlerTimedOut")
+    );
+    assert!(
+        message.contains("the handler of phase Pending did not finish within 1s"),
+        "{message}"
+    );
+    // Stalled at the deadline of its first call: 1 s, and its status write among the others'
+    // (measured 1.4–1.9 s on a second-precision timestamp; 3 s allowed).
+    let called = *first_call.get().expect("the hung handler was called");
+    let condition = stalled_condition(&hung.status.as_ref().expect("status").machine.conditions)
+        .expect("Stalled");
+    let after = condition.last_transition_time.0.duration_since(called);
+    eprintln!("hung was Stalled {after:?} after its handler was first called");
+    assert!(
+        after <= k8s_openapi::jiff::SignedDuration::from_secs(3),
+        "Stalled {after:?} after its first call"
+    );
+    assert!(
+        !cluster::events(&client, &ns, "HandlerTimedOut")
+            .await
+            .is_empty(),
+        "a HandlerTimedOut Event"
+    );
+    let dropped = recorded.sum(
+        "kube_fsm_handler_timeouts_total",
+        &[("machine", "Database"), ("phase", "Pending")],
+    );
+    assert!(dropped >= 1.0, "counted: {dropped}");
+    assert!(!running.is_finished(), "the Manager still runs");
+    running.stop().await;
+}
+
+/// Every call of `Working`'s handler hangs.
+struct Hangs;
+
+impl ChoreHandler for Hangs {
+    type Error = ConditionError;
+
+    async fn on_working(
+        &self,
+        _: &Chore,
+        _: &mut Step<Chore>,
+    ) -> Result<ChoreWorkingNext, ConditionError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_phase_timeout_is_reached_on_time_while_every_handler_call_hangs() {
+    let test = "isolation::timeout";
+    let Some((client, ns)) = cluster::prepare(test, "fsm-chore").await else {
+        return;
+    };
+    cluster::install_crd(&client, kube_fsm::crd::<Chore>()).await;
+    let recorded = Recorded::default();
+    // The machine's own deadline is the default (5 minutes): the spec's `handlerTimeout: 1s`
+    // bounds Working's calls, and the phase's 3 s timeout bounds the last one.
+    let running =
+        Running::spawn(in_namespace::<Chore, _>(&client, &ns, Hangs).metrics(recorded.metrics()));
+    let chores: Api<Chore> = Api::namespaced(client.clone(), &ns);
+    chores
+        .create(&PostParams::default(), &Chore::new("c", ChoreSpec {}))
+        .await
+        .expect("create a Chore");
+    let failed = wait_phase(&chores, "c", "Failed").await;
+    let machine = &failed.status.as_ref().expect("status").machine;
+    let created = failed
+        .metadata
+        .creation_timestamp
+        .clone()
+        .expect("created")
+        .0;
+    let entered = machine.entered_at().expect("entered Failed");
+    let after = entered.duration_since(created);
+    eprintln!(
+        "Working (3 s timeout) reached Failed {after:?} after creation, every handler call hanging"
+    );
+    // 3 s and the requeue that takes it, on second-precision timestamps.
+    assert!(
+        after <= k8s_openapi::jiff::SignedDuration::from_secs(5),
+        "Failed {after:?} after creation"
+    );
+    assert!(
+        !cluster::events(&client, &ns, "WorkTimedOut")
+            .await
+            .is_empty(),
+        "the timeout's transition"
+    );
+    assert!(
+        !cluster::events(&client, &ns, "HandlerTimedOut")
+            .await
+            .is_empty(),
+        "the spec's 1 s handlerTimeout dropped a call before the timeout"
+    );
+    let dropped = recorded.sum("kube_fsm_handler_timeouts_total", &[("machine", "Chore")]);
+    assert!(dropped >= 2.0, "counted: {dropped}");
     running.stop().await;
 }

@@ -5,6 +5,7 @@
 
 mod admission;
 mod admission_policy;
+mod co_writer;
 mod columns;
 mod drift;
 mod events;

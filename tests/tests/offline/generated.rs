@@ -121,6 +121,19 @@ fn machine_data_describes_the_spec() {
     );
     let provisioning = &m.phases[1];
     assert_eq!(provisioning.requeue_after_ms, Some(10_000));
+    assert_eq!(
+        provisioning.handler_timeout_ms, None,
+        "the machine's default"
+    );
+    // Written inline: `Working(initial, handler_timeout = "1s", timeout = "3s" -> Failed ...)`.
+    let working = &ChorePhase::MACHINE.phases[0];
+    assert_eq!(
+        (
+            working.handler_timeout_ms,
+            working.timeout.as_ref().map(|t| t.after_ms)
+        ),
+        (Some(1_000), Some(3_000))
+    );
     let timeout = provisioning.timeout.as_ref().unwrap();
     assert_eq!(
         (timeout.after_ms, m.phases[timeout.to].name, timeout.reason),

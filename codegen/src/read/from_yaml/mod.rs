@@ -15,6 +15,7 @@ const PHASE_KEYS: &[&str] = &[
     "terminal",
     "description",
     "requeueAfter",
+    "handlerTimeout",
     "timeout",
 ];
 const TIMEOUT_KEYS: &[&str] = &["after", "to", "reason"];
@@ -115,6 +116,7 @@ impl Reader<'_> {
             terminal: None,
             description: None,
             requeue_after: None,
+            handler_timeout: None,
             timeout: None,
         };
         if matches!(body.value, Value::Null) {
@@ -131,6 +133,7 @@ impl Reader<'_> {
                     phase.description = self.string(value, "`description`").map(|t| t.text)
                 }
                 "requeueAfter" => phase.requeue_after = self.string(value, "`requeueAfter`"),
+                "handlerTimeout" => phase.handler_timeout = self.string(value, "`handlerTimeout`"),
                 "timeout" => phase.timeout = self.timeout(key.loc, value),
                 _ => {}
             }
@@ -332,20 +335,21 @@ mod tests {
     #[test]
     fn reads_the_reference_shape() {
         let (spec, errors) = read_str(
-            "phases:\n  Pending: { initial: true }\n  Provisioning:\n    requeueAfter: 10s\n    timeout: { after: 10m, to: Failed }\n  Failed: { terminal: true }\nconditions:\n  PodsReady: {}\ntransitions:\n  - { from: Pending, to: Provisioning, on: Accept }\n  - { from: [Provisioning], to: Failed, when: \"PodsReady && !Other\" }\nfinalizer: x.io/f\n",
+            "phases:\n  Pending: { initial: true }\n  Provisioning:\n    requeueAfter: 10s\n    handlerTimeout: 1m\n    timeout: { after: 10m, to: Failed }\n  Failed: { terminal: true }\nconditions:\n  PodsReady: {}\ntransitions:\n  - { from: Pending, to: Provisioning, on: Accept }\n  - { from: [Provisioning], to: Failed, when: \"PodsReady && !Other\" }\nfinalizer: x.io/f\n",
         );
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(spec.phases.len(), 3);
         assert!(spec.phases[0].initial.is_some());
         assert_eq!(spec.phases[1].requeue_after.as_ref().unwrap().text, "10s");
+        assert_eq!(spec.phases[1].handler_timeout.as_ref().unwrap().text, "1m");
         assert_eq!(spec.phases[1].timeout.as_ref().unwrap().to.text, "Failed");
         assert_eq!(spec.transitions[0].on.as_ref().unwrap().text, "Accept");
         let when = &spec.transitions[1].when;
         assert_eq!(when.len(), 2);
         assert!(when[0].status && !when[1].status);
         assert_eq!(when[1].condition.text, "Other");
-        assert_eq!(pos(when[1].condition.loc), (11, 62, 5));
-        assert_eq!(pos(spec.transitions[0].to.loc), (10, 26, 12));
+        assert_eq!(pos(when[1].condition.loc), (12, 62, 5));
+        assert_eq!(pos(spec.transitions[0].to.loc), (11, 26, 12));
     }
 
     #[test]

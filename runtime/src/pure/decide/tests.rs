@@ -506,3 +506,54 @@ fn a_clock_written_by_anyone_is_trusted_only_as_far_as_it_can_be() {
         "due 600 s after the clock, which started at the latest now"
     );
 }
+
+#[test]
+fn a_handler_may_run_its_deadline_but_never_past_the_phase_timeout() {
+    let five_minutes = Duration::from_secs(300);
+    let provisioning = Position {
+        phase: DatabasePhase::Provisioning,
+        stored: Some(PhaseValue::Known(DatabasePhase::Provisioning)),
+        entered_at: Some(at(0)),
+        paused: Duration::ZERO,
+    };
+    // Provisioning: no handlerTimeout (the default), timeout 10m.
+    let own = |after: u64| decide::HandlerDeadline {
+        after: Duration::from_secs(after),
+        by_timeout: false,
+    };
+    assert_eq!(
+        decide::handler_deadline(&provisioning, five_minutes, at(0)),
+        own(300)
+    );
+    assert_eq!(
+        decide::handler_deadline(&provisioning, five_minutes, at(420)),
+        decide::HandlerDeadline {
+            after: Duration::from_secs(180),
+            by_timeout: true
+        },
+        "the timeout comes first"
+    );
+    assert_eq!(
+        decide::handler_deadline(&provisioning, five_minutes, at(700)),
+        own(300),
+        "the timeout is due already: the step takes it, a vetoed one leaves the handler its own deadline"
+    );
+    // Waiting: handlerTimeout 20s, timeout 5m.
+    let waiting = Position {
+        phase: RetrierPhase::Waiting,
+        stored: Some(PhaseValue::Known(RetrierPhase::Waiting)),
+        entered_at: Some(at(0)),
+        paused: Duration::ZERO,
+    };
+    assert_eq!(
+        decide::handler_deadline(&waiting, five_minutes, at(0)),
+        own(20)
+    );
+    assert_eq!(
+        decide::handler_deadline(&waiting, five_minutes, at(290)),
+        decide::HandlerDeadline {
+            after: Duration::from_secs(10),
+            by_timeout: true
+        }
+    );
+}
