@@ -116,6 +116,8 @@ impl ReconcileError {
             Failure::Server {
                 retry_after: self.overload().flatten(),
             }
+        } else if matches!(self, ReconcileError::Conflicts(_)) {
+            Failure::Conflicted
         } else {
             Failure::Other
         }

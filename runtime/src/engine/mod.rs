@@ -72,6 +72,10 @@ pub use guard::{Panic, TimedOut};
 /// many times in a row to one object.
 const FAILURES_WORTH_AN_EVENT: u32 = 3;
 
+/// A reconcile whose writes kept conflicting makes a `ReconcileFailed` Event once that
+/// happened this many times in a row to one object.
+const CONFLICTS_WORTH_AN_EVENT: u32 = 5;
+
 /// When to look at an object again: after a delay, or on its next change (`None`).
 pub(crate) type Requeue = Option<Duration>;
 
@@ -348,11 +352,16 @@ where
     /// Whether a failed reconcile gets a `ReconcileFailed` Event. A failure of the API server
     /// itself (429, 5xx, transport) does only once it persists ([`FAILURES_WORTH_AN_EVENT`] in
     /// a row): a flaky or overloaded server's sparse refusals tell the object's owner nothing
-    /// they can act on, and each Event would be one more write to a server in trouble. An
-    /// admission webhook the API server cannot call always does (it explains a stuck object).
-    /// `failures` in a row, this one included.
+    /// they can act on, and each Event would be one more write to a server in trouble. So do
+    /// conflicts ([`CONFLICTS_WORTH_AN_EVENT`] in a row): a busy co-writer is routine, an
+    /// object that loses every race is not. An admission webhook the API server cannot call
+    /// always does (it explains a stuck object). `failures` in a row, this one included.
     fn worth_an_event(&self, error: &ReconcileError, failures: u32) -> bool {
-        !matches!(error.failure(), Failure::Server { .. }) || failures >= FAILURES_WORTH_AN_EVENT
+        match error.failure() {
+            Failure::Server { .. } => failures >= FAILURES_WORTH_AN_EVENT,
+            Failure::Conflicted => failures >= CONFLICTS_WORTH_AN_EVENT,
+            _ => true,
+        }
     }
 
     /// After a wait: `Some` (when to look again) if the reconcile may not go on, because the
@@ -566,7 +575,7 @@ where
         // Recorded before the write: a write that lands but whose answer is lost (a 504, a
         // reset connection) still reports its transition, from the next read (see `settle`).
         self.memory.with(object, |e| e.intent.clone_from(&intent));
-        let written = self.write_status(api, object, &patch).await?;
+        let written = self.write_step_status(api, object, &patch).await?;
         // Answered: settled here (a conflict's re-read settles it on the next attempt).
         if !matches!(written, Write::Conflict) {
             self.memory.with(object, |e| e.intent = None);

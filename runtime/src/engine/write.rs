@@ -1,12 +1,15 @@
 //! The engine's writes: merge patches locked on the resourceVersion they were computed from,
 //! so a write lands only over exactly the object that was read. Each landed write teaches the
-//! stale-cache guard the version the server returned.
+//! stale-cache guard the version the server returned. A step's write refused because another
+//! writer touched what the step does not read is sent again over the object as it is now
+//! (see `pure::rebase`).
 
 use kube::api::Patch;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
 use crate::engine::{During, Engine, EngineRequest, Reconcilable, ReconcileError, Requeue};
+use crate::pure::rebase;
 use crate::replicas::turn;
 
 /// How a locked write ended.
@@ -46,6 +49,43 @@ where
         let written = self.locked(api, object, patch, Target::Status).await?;
         if matches!(written, Write::Landed(_)) {
             self.metrics.status_written();
+        }
+        Ok(written)
+    }
+
+    /// A step's status write ([`Self::write_status`]): on a conflict, the object is read again,
+    /// and while it is the same to a step as `object` (another writer changed only what the
+    /// step does not read), the same `patch` is sent over it, up to `max_conflict_retries`
+    /// times; `Write::Conflict` when what the step read changed (the step is redone).
+    pub(crate) async fn write_step_status(
+        &self,
+        api: &Api<K>,
+        object: &K,
+        patch: &Value,
+    ) -> Result<Write<K>, ReconcileError> {
+        let read_status = serde_json::to_value(object.status_of())?;
+        let mut written = self.write_status(api, object, patch).await?;
+        for _ in 0..self.config.max_conflict_retries {
+            if !matches!(written, Write::Conflict) {
+                break;
+            }
+            let Some(fresh) = api
+                .get_opt(&object.name_any())
+                .await
+                .during(EngineRequest::ReRead)?
+            else {
+                self.memory.forget(object);
+                return Ok(Write::Gone);
+            };
+            let fresh_status = serde_json::to_value(fresh.status_of())?;
+            if !rebase::same_to_a_step(object.meta(), &read_status, fresh.meta(), &fresh_status) {
+                return Ok(Write::Conflict);
+            }
+            self.metrics.conflict();
+            let version = fresh.resource_version();
+            self.memory
+                .with(&fresh, |e| e.versions.read(version.as_deref()));
+            written = self.write_status(api, &fresh, patch).await?;
         }
         Ok(written)
     }

@@ -62,7 +62,10 @@ impl Backoff {
     ///   webhook's return;
     /// - a request refused for want of a permission (RBAC): `reconnect_max` (plus up to 20 %)
     ///   from the first refusal on: a missing permission does not come back by itself, and
-    ///   quick retries would only hammer the API server until someone grants it.
+    ///   quick retries would only hammer the API server until someone grants it;
+    /// - writes that kept conflicting with another writer's: [`CONFLICT_RETRY`] with ±50 %
+    ///   jitter, however many times in a row — nothing is wrong with the object, it lost a race,
+    ///   and a growing backoff would only leave it behind a busy co-writer for minutes.
     pub fn retry(
         &self,
         failures: u32,
@@ -77,6 +80,7 @@ impl Backoff {
             Failure::Other => backoff,
             Failure::WebhookUnreachable => backoff.min(jittered(WEBHOOK_RETRY)),
             Failure::Refused => jittered(reconnect_max),
+            Failure::Conflicted => CONFLICT_RETRY.mul_f64(0.5 + unit),
             Failure::Server {
                 retry_after: Some(after),
             } if failures <= RETRY_AFTER_RETRIES => jittered(after),
@@ -95,6 +99,9 @@ pub const RETRY_AFTER_RETRIES: u32 = 10;
 /// webhook (down under `failurePolicy: Fail`) is retried.
 pub const WEBHOOK_RETRY: Duration = Duration::from_secs(4);
 
+/// The delay (±50 %) before an object whose writes kept conflicting is retried.
+pub const CONFLICT_RETRY: Duration = Duration::from_millis(200);
+
 /// What a reconcile failed of, as far as its retry goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Failure {
@@ -108,13 +115,30 @@ pub enum Failure {
     WebhookUnreachable,
     /// The API server refused a request for want of a permission (RBAC).
     Refused,
-    /// Anything else: a handler's failure, a refusal of this object's request, conflicts.
+    /// Every write of the reconcile conflicted with another writer's.
+    Conflicted,
+    /// Anything else: a handler's failure, a refusal of this object's request.
     Other,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conflicts_are_retried_soon_however_many_in_a_row() {
+        let b = Backoff::default();
+        let cap = Duration::from_secs(30);
+        for failures in [1, 5, 40] {
+            let low = b.retry(failures, Failure::Conflicted, cap, 0.0);
+            let high = b.retry(failures, Failure::Conflicted, cap, 0.999);
+            assert_eq!(low, Duration::from_millis(100), "failure {failures}");
+            assert!(
+                high < Duration::from_millis(300),
+                "failure {failures}: {high:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_retry_after_is_honoured_as_it_stands_ten_times_before_the_backoff_grows() {

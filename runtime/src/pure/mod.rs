@@ -12,6 +12,7 @@ pub(crate) mod merge_patch;
 pub(crate) mod message;
 pub(crate) mod pause;
 pub(crate) mod readiness;
+pub(crate) mod rebase;
 pub(crate) mod refusal;
 pub(crate) mod selection;
 pub(crate) mod slim;

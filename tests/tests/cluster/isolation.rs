@@ -13,11 +13,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use kube_fsm::machine::ConditionError;
-use kube_fsm::{Cleanup, Manager, Step};
+use kube_fsm::{Manager, Step};
 use kube_fsm_examples::riskengine::{self, RiskEngine};
 use kube_fsm_testkit::audit;
 use kube_fsm_testkit::cluster::{self, wait_phase};
-use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::handlers::{BeforeEach, Preceded};
 use kube_fsm_testkit::metrics::Recorded;
 use kube_fsm_testkit::operator::{Running, in_namespace};
 use kube_fsm_testkit::resources::*;
@@ -32,8 +32,8 @@ enum Spoil {
     Hangs,
 }
 
-/// The plain Database handlers, but the one for Pending spoils the object named `.0`; `.2`
-/// holds when it first did.
+/// Before the Database handler for Pending, spoils the object named `.0`; `.2` holds when it
+/// first did.
 #[derive(Clone)]
 struct Spoils(&'static str, Spoil, Arc<OnceLock<Timestamp>>);
 
@@ -43,54 +43,15 @@ impl Spoils {
     }
 }
 
-impl DatabaseHandler for Spoils {
-    type Error = ConditionError;
-
-    async fn on_pending(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabasePendingNext, ConditionError> {
-        if db.name_any() == self.0 {
+impl BeforeEach for Spoils {
+    async fn before(&self, db: &Database, phase: DatabasePhase) {
+        if phase == DatabasePhase::Pending && db.name_any() == self.0 {
             self.2.get_or_init(Timestamp::now);
             match self.1 {
                 Spoil::Panics => panic!("this handler cannot handle {}", self.0),
                 Spoil::Hangs => std::future::pending::<()>().await,
             }
         }
-        Databases.on_pending(db, step).await
-    }
-
-    async fn on_provisioning(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseProvisioningNext, ConditionError> {
-        Databases.on_provisioning(db, step).await
-    }
-
-    async fn on_running(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseRunningNext, ConditionError> {
-        Databases.on_running(db, step).await
-    }
-
-    async fn on_degraded(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseDegradedNext, ConditionError> {
-        Databases.on_degraded(db, step).await
-    }
-
-    async fn cleanup(
-        &self,
-        db: &Database,
-        context: &kube_fsm::Context,
-    ) -> Result<Cleanup, ConditionError> {
-        Databases.cleanup(db, context).await
     }
 }
 
@@ -99,7 +60,7 @@ impl DatabaseHandler for Spoils {
 /// the hung call holds the only slot until its deadline.
 fn manager(client: &Client, ns: &str, bad: Spoils, metrics: &Recorded) -> Manager {
     let how = bad.1;
-    let databases = in_namespace::<Database, _>(client, ns, bad);
+    let databases = in_namespace::<Database, _>(client, ns, Preceded(bad));
     let databases = match how {
         Spoil::Panics => databases,
         Spoil::Hangs => databases
@@ -165,6 +126,35 @@ fn names(bad: Option<&str>) -> Vec<String> {
         .collect()
 }
 
+/// Waits as people do (`kubectl wait --for=condition=Stalled`) until Database `name` in `ns`
+/// is Stalled; returns it with its condition's status, reason and message.
+async fn wait_stalled(
+    test: &str,
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> (Database, String, String, String) {
+    let object = format!("databases.example.kube-fsm.dev/{name}");
+    let (waited, said) = cluster::kubectl(
+        test,
+        &[
+            "wait",
+            "--for=condition=Stalled",
+            "--timeout=30s",
+            "-n",
+            ns,
+            &object,
+        ],
+    )
+    .await
+    .expect("kubectl");
+    assert!(waited, "kubectl wait --for=condition=Stalled: {said}");
+    let databases: Api<Database> = Api::namespaced(client.clone(), ns);
+    let db = databases.get(name).await.expect("get the Database");
+    let (status, reason, message) = stalled(&db).expect("a Stalled condition");
+    (db, status, reason, message)
+}
+
 /// The `Stalled` condition of `db`: (status, reason, message).
 fn stalled(db: &Database) -> Option<(String, String, String)> {
     let condition = stalled_condition(&db.status.as_ref()?.machine.conditions)?;
@@ -213,23 +203,7 @@ async fn a_panicking_handler_stalls_its_object_and_nothing_else() {
         "{} other objects converged in {with:?} beside a panicking one, {without:?} without it",
         2 * EACH - 1
     );
-    let (waited, said) = cluster::kubectl(
-        test,
-        &[
-            "wait",
-            "--for=condition=Stalled",
-            "--timeout=30s",
-            "-n",
-            &ns,
-            "databases.example.kube-fsm.dev/bad",
-        ],
-    )
-    .await
-    .expect("kubectl");
-    assert!(waited, "kubectl wait --for=condition=Stalled: {said}");
-    let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
-    let bad = databases.get("bad").await.expect("get bad");
-    let (status, reason, message) = stalled(&bad).expect("a Stalled condition");
+    let (_, status, reason, message) = wait_stalled(test, &client, &ns, "bad").await;
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("True", "HandlerPanicked")
@@ -279,23 +253,7 @@ async fn a_hung_handler_is_dropped_at_its_deadline_and_frees_its_slot() {
         "{} other objects converged in {took:?} beside a handler that never returns",
         2 * EACH - 1
     );
-    let (waited, said) = cluster::kubectl(
-        test,
-        &[
-            "wait",
-            "--for=condition=Stalled",
-            "--timeout=30s",
-            "-n",
-            &ns,
-            "databases.example.kube-fsm.dev/hung",
-        ],
-    )
-    .await
-    .expect("kubectl");
-    assert!(waited, "kubectl wait --for=condition=Stalled: {said}");
-    let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
-    let hung = databases.get("hung").await.expect("get hung");
-    let (status, reason, message) = stalled(&hung).expect("a Stalled condition");
+    let (hung, status, reason, message) = wait_stalled(test, &client, &ns, "hung").await;
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("True", "HandlerTimedOut")

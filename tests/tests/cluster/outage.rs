@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use kube_fsm::machine::ConditionError;
-use kube_fsm::{Cleanup, Step};
+
 use kube_fsm_testkit::cluster::{self, eventually, phase_of, wait_phase};
-use kube_fsm_testkit::handlers::Databases;
+use kube_fsm_testkit::handlers::{BeforeEach, Preceded};
 use kube_fsm_testkit::metrics::Recorded;
 use kube_fsm_testkit::operator::{self, Running};
 use kube_fsm_testkit::resources::*;
@@ -25,51 +24,14 @@ struct Gated {
     waiting: Arc<AtomicUsize>,
 }
 
-impl DatabaseHandler for Gated {
-    type Error = ConditionError;
-
-    async fn on_pending(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabasePendingNext, ConditionError> {
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        while !self.open.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+impl BeforeEach for Gated {
+    async fn before(&self, _: &Database, phase: DatabasePhase) {
+        if phase == DatabasePhase::Pending {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            while !self.open.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
-        Databases.on_pending(db, step).await
-    }
-
-    async fn on_provisioning(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseProvisioningNext, ConditionError> {
-        Databases.on_provisioning(db, step).await
-    }
-
-    async fn on_running(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseRunningNext, ConditionError> {
-        Databases.on_running(db, step).await
-    }
-
-    async fn on_degraded(
-        &self,
-        db: &Database,
-        step: &mut Step<Database>,
-    ) -> Result<DatabaseDegradedNext, ConditionError> {
-        Databases.on_degraded(db, step).await
-    }
-
-    async fn cleanup(
-        &self,
-        db: &Database,
-        context: &kube_fsm::Context,
-    ) -> Result<Cleanup, ConditionError> {
-        Databases.cleanup(db, context).await
     }
 }
 
@@ -87,7 +49,7 @@ async fn after_an_outage_longer_than_the_reconnect_cap_everything_converges_with
     let recorded = Recorded::default();
     let gated = Gated::default();
     gated.open.store(true, Ordering::SeqCst);
-    let operator = operator::in_namespace::<Database, _>(&cut_off, &ns, gated.clone())
+    let operator = operator::in_namespace::<Database, _>(&cut_off, &ns, Preceded(gated.clone()))
         .backoff(Duration::from_millis(200), Duration::from_secs(300))
         .reconnect_backoff(cap)
         .metrics(recorded.metrics());

@@ -31,7 +31,8 @@ enum Failed {
 
 /// Finishes when annotated `test/finish`, fails while annotated `test/fail`, tries to create a
 /// ConfigMap (and fails when the API server refuses it) while annotated `test/child`, otherwise
-/// waits (and times out); counts its calls and cleanups.
+/// waits (and times out, unless annotated `test/hold`: then its timeout is vetoed); counts its
+/// calls and cleanups.
 #[derive(Clone, Default)]
 struct Sleepers {
     calls: Arc<AtomicUsize>,
@@ -71,6 +72,19 @@ impl SleeperHandler for Sleepers {
             return Ok(SleeperWaitingEvent::Finish.into());
         }
         Ok(Next::Stay)
+    }
+
+    async fn before_transition(
+        &self,
+        sleeper: &Sleeper,
+        _: SleeperPhase,
+        _: SleeperPhase,
+    ) -> Result<kube_fsm::Verdict, Failed> {
+        Ok(if sleeper.annotations().contains_key("test/hold") {
+            kube_fsm::Verdict::Veto("held by the test".into())
+        } else {
+            kube_fsm::Verdict::Allow
+        })
     }
 
     async fn cleanup(
@@ -451,6 +465,11 @@ async fn a_handler_refused_by_a_quota_stalls_its_object_and_a_reconcile_request_
     sleeper
         .annotations_mut()
         .insert("test/child".into(), "true".into());
+    // Stalled, it is in Waiting from its first step on, and Waiting's timeout would end the
+    // failing before the test does: held.
+    sleeper
+        .annotations_mut()
+        .insert("test/hold".into(), "true".into());
     api.create(&PostParams::default(), &sleeper)
         .await
         .expect("create");
