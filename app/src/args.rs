@@ -128,6 +128,17 @@ pub struct RunArgs {
     /// the operator's code sets, else 5 minutes).
     #[arg(long, env = "KUBE_FSM_HANDLER_TIMEOUT", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub handler_timeout: Option<u64>,
+    /// On SIGTERM, how long reconciles under way may go on before they are cancelled (those
+    /// waiting for a slot end at once); keep it below the Pod's grace period less about 10 s
+    /// for the Lease release and the webhook's deregistration. A second signal ends the
+    /// process at once.
+    #[arg(
+        long,
+        env = "KUBE_FSM_DRAIN_TIMEOUT",
+        value_name = "SECS",
+        default_value_t = 20
+    )]
+    pub drain_timeout: u64,
     /// The log filter: a level (error, warn, info, debug, trace) or `RUST_LOG` directives.
     #[arg(long, env = "KUBE_FSM_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -156,6 +167,7 @@ impl Default for RunArgs {
             webhook_policy: Vec::new(),
             crash_on_panic: false,
             handler_timeout: None,
+            drain_timeout: 20,
             log_level: "info".to_owned(),
             log_format: LogFormat::Text,
         }
@@ -268,6 +280,11 @@ impl RunArgs {
         if let Some(secs) = self.handler_timeout {
             flag(&mut args, "handler-timeout", Some(secs.to_string()));
         }
+        flag(
+            &mut args,
+            "drain-timeout",
+            Some(self.drain_timeout.to_string()),
+        );
         args.push("--log-level".to_owned());
         args.push(self.log_level.clone());
         args.push("--log-format".to_owned());

@@ -3,6 +3,8 @@
 
 use std::process::ExitCode;
 
+use futures::FutureExt;
+
 use super::args::RunArgs;
 use super::{App, CliError, logging, webhook};
 use kube_fsm::Manager;
@@ -18,6 +20,9 @@ pub(super) fn run(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
 }
 
 async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
+    // First: a signal during start-up stops the operator as one later does (the webhook's
+    // registration removed), not by the default action.
+    let stop = kube_fsm::manager::termination().shared();
     let config = kube::Config::infer()
         .await
         .map_err(|err| CliError::Cluster(err.to_string()))?;
@@ -37,7 +42,9 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
     }
     manager = manager
         .replicas(replicas)
-        .recover_panics(!args.crash_on_panic);
+        .recover_panics(!args.crash_on_panic)
+        .drain_timeout(std::time::Duration::from_secs(args.drain_timeout))
+        .shutdown_on(stop);
     if let Some(secs) = args.handler_timeout {
         manager = manager.handler_timeout(std::time::Duration::from_secs(secs));
     }

@@ -176,8 +176,20 @@ async fn convert_here(
 /// Removes the registration `run` made (a failure is logged: the process is stopping).
 pub(super) async fn unregister(client: &Client, name: &str) {
     let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    if let Err(err) = api.delete(name, &DeleteParams::default()).await {
-        tracing::warn!(registration = %name, %err, "cannot remove the webhook's registration");
+    // Bounded, as the Lease's release: the stop must fit in the Pod's grace period.
+    let deleted = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        api.delete(name, &DeleteParams::default()),
+    )
+    .await;
+    match deleted {
+        Ok(Ok(_)) => {}
+        Ok(Err(err)) => {
+            tracing::warn!(registration = %name, %err, "cannot remove the webhook's registration");
+        }
+        Err(_) => {
+            tracing::warn!(registration = %name, "cannot remove the webhook's registration within 5 s");
+        }
     }
 }
 

@@ -26,6 +26,8 @@ pub struct EngineConfig {
     /// How long one call of a handler or hook may run, unless its phase's `handlerTimeout`
     /// says otherwise.
     pub handler_timeout: Duration,
+    /// How long reconciles under way at the stop signal may go on before they are cancelled.
+    pub drain: Duration,
 }
 
 /// Which of the engine's own Kubernetes Events (transitions, vetoes, drift, failures) are
@@ -54,6 +56,7 @@ impl Default for EngineConfig {
             events: RecordedEvents::All,
             recover_panics: true,
             handler_timeout: Duration::from_secs(300),
+            drain: Duration::from_secs(20),
         }
     }
 }

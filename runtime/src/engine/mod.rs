@@ -30,10 +30,12 @@ pub(crate) mod memory;
 mod paused;
 mod repair;
 mod report;
+pub(crate) mod stop;
 mod write;
 
 use crate::engine::finalizer::Gate;
 use crate::engine::memory::{Intent, Memory};
+use crate::engine::stop::Stop;
 use crate::engine::write::Write;
 use crate::handler::context::Context;
 use crate::handler::dispatch::Dispatch;
@@ -114,6 +116,8 @@ pub(crate) struct Engine<K: Resource<DynamicType = ()> + StateMachine, H> {
     cache: Arc<OnceLock<Store<K>>>,
     /// The connection to the API server.
     pub(crate) health: Health,
+    /// When its reconciles stop.
+    stop: Stop,
 }
 
 impl<K: Resource<DynamicType = ()> + StateMachine, H> Debug for Engine<K, H> {
@@ -150,7 +154,14 @@ where
             memory: Memory::default(),
             cache,
             health,
+            stop: Stop::never(),
         }
+    }
+
+    /// This engine, its reconciles stopping on `stop`.
+    pub(crate) fn stopping_on(mut self, stop: Stop) -> Self {
+        self.stop = stop;
+        self
     }
 
     /// Whose objects this replica reconciles (all, or those of the shards it serves): the
@@ -184,6 +195,9 @@ where
     /// Its place in line for a slot ([`crate::watch::pace::Ticket`]) is its object's first
     /// change since its last reconcile, looked up here, when kube's controller dispatches it:
     /// waiting reconciles are served in the order their objects changed.
+    ///
+    /// On the stop signal a reconcile still waiting for its slot ends at once, and one under
+    /// way is cancelled once the drain runs out (see [`stop`]).
     pub fn reconcile(
         object: Arc<K>,
         engine: Arc<Self>,
@@ -199,7 +213,19 @@ where
         } else {
             ticket
         };
-        Self::reconcile_in_line(object, engine, ticket)
+        let stop = engine.stop.clone();
+        let name = object.name_any();
+        let reconcile = Self::reconcile_in_line(object, engine, ticket);
+        async move {
+            tokio::select! {
+                biased;
+                () = stop.drained() => {
+                    tracing::warn!(object = %name, "reconcile cancelled: the drain after the stop signal ran out");
+                    Ok(Action::await_change())
+                }
+                result = reconcile => result,
+            }
+        }
     }
 
     async fn reconcile_in_line(
@@ -242,7 +268,14 @@ where
         ticket: Ticket,
     ) -> Result<Action, ReconcileError> {
         let number = ticket.number();
-        let slot = self.context.pace().reconcile(ticket).await;
+        let slot = tokio::select! {
+            slot = self.context.pace().reconcile(ticket) => slot,
+            _ = self.stop.requested() => return Ok(Action::await_change()),
+        };
+        if self.stop.is_requested() {
+            // Stopping: what has not started yet is left to the next replica or start.
+            return Ok(Action::await_change());
+        }
         let latest = match self.cache.get() {
             Some(cache) => match cache.get(&ObjectRef::from_obj(dispatched.as_ref())) {
                 Some(latest) => Some(latest),

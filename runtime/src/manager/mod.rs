@@ -7,6 +7,7 @@
 mod readiness;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -135,6 +136,16 @@ impl Manager {
         self
     }
 
+    /// Every machine's drain at the stop signal (see [`Operator::drain_timeout`]). Applies to
+    /// the machines added so far; add the others first.
+    #[must_use]
+    pub fn drain_timeout(mut self, drain: Duration) -> Self {
+        for machine in &mut self.machines {
+            machine.config().drain = drain;
+        }
+        self
+    }
+
     /// Every machine's handler deadline (see [`Operator::handler_timeout`]). Applies to the
     /// machines added so far; add the others first.
     #[must_use]
@@ -190,13 +201,10 @@ impl Manager {
 
     /// Runs every machine until the shutdown signal, or, with leader election, until the
     /// Lease is lost (then exit the process and let it be restarted). Reconciles under way
-    /// finish before it returns. See [`Operator::run`] for the guarantees.
+    /// finish before it returns, within the drain ([`Manager::drain_timeout`]). See
+    /// [`Operator::run`] for the guarantees.
     pub async fn run(mut self) -> Stopped {
-        let signal: Signal = self
-            .shutdown
-            .take()
-            .unwrap_or_else(|| Box::pin(termination()))
-            .shared();
+        let signal: Signal = self.shutdown.take().unwrap_or_else(termination).shared();
         let machines = std::mem::take(&mut self.machines);
         let metrics: Vec<Arc<MachineMetrics>> =
             machines.iter().map(|m| m.machine_metrics()).collect();
@@ -276,22 +284,44 @@ where
     /// resourceVersion its step read); a transition is never lost to a conflict or an API
     /// error (the reconcile runs again on what the server holds); with
     /// [`Operator::replicas`], no two replicas reconcile one object at once. On the signal,
-    /// reconciles under way finish before `run` returns.
+    /// reconciles waiting for a slot end at once, and those under way finish within the drain
+    /// ([`Operator::drain_timeout`]; then they are cancelled) before `run` returns.
     pub async fn run(self) -> Stopped {
         Manager::of(self).run().await
     }
 }
 
-/// SIGTERM or Ctrl-C.
-async fn termination() {
+/// SIGTERM or Ctrl-C (SIGINT), as a future; the handlers are installed when this is called,
+/// not when the future is first polled, so a signal during start-up is not the default
+/// action's (the process killed uncleanly). A second signal after the first ends the process
+/// at once (exit code 1), as controller-runtime's signal handler does: for a stop that
+/// hangs. Call it first thing in `main` and give it to [`Manager::shutdown_on`]; the Manager
+/// calls it itself when it is given nothing.
+pub fn termination() -> Pin<Box<dyn Future<Output = ()> + Send + Sync>> {
     #[cfg(unix)]
-    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
     {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{SignalKind, signal};
+        let streams = signal(SignalKind::terminate())
+            .and_then(|term| signal(SignalKind::interrupt()).map(|int| (term, int)));
+        if let Ok((mut term, mut int)) = streams {
+            return Box::pin(async move {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                tracing::info!("stopping; a second signal ends the process at once");
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                    tracing::warn!("a second signal: ending the process now");
+                    std::process::exit(1);
+                });
+            });
         }
-        return;
     }
-    let _ = tokio::signal::ctrl_c().await;
+    Box::pin(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }

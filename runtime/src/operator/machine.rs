@@ -4,19 +4,17 @@
 
 use std::sync::Arc;
 
-use futures::future::{BoxFuture, Shared};
+use futures::future::BoxFuture;
 use kube::Client;
 
 use super::{Operator, Replicas, Shutdown};
+pub(crate) use crate::engine::stop::Signal;
 use crate::engine::{EngineConfig, Reconcilable};
 use crate::machine::description::Description;
 use crate::metrics::{MachineMetrics, Metrics};
 use crate::replicas::Held;
 use crate::watch::health::Health;
 use crate::watch::shared::SharedWatches;
-
-/// The signal every machine of a Manager stops on.
-pub(crate) type Signal = Shared<Shutdown>;
 
 /// A machine, its handler's type erased.
 pub(crate) trait Machine: Send {

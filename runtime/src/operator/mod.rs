@@ -187,6 +187,16 @@ where
         self
     }
 
+    /// How long reconciles under way at the stop signal may go on before they are cancelled
+    /// (default 20 s: a Pod's default grace period of 30 s, less the time the Lease release
+    /// and the webhook's deregistration may take after it). Reconciles still waiting for a
+    /// slot at the signal end at once.
+    #[must_use]
+    pub fn drain_timeout(mut self, drain: Duration) -> Self {
+        self.config.drain = drain;
+        self
+    }
+
     /// The controller name recorded on Events.
     #[must_use]
     pub fn reporter(mut self, name: impl Into<String>) -> Self {

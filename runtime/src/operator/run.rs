@@ -10,6 +10,7 @@ use futures::{FutureExt, StreamExt};
 use kube::runtime::{Controller, controller, reflector, watcher};
 
 use super::Operator;
+use crate::engine::stop::Stop;
 use crate::engine::{Engine, Reconcilable, arrival_key};
 use crate::handler::context::Context;
 use crate::operator::sources::Wire;
@@ -170,18 +171,23 @@ where
                 _ => Turns::every(),
             }),
         );
-        let engine = Arc::new(Engine::new(
-            self.namespace,
-            self.handler,
-            self.config,
-            self.metrics,
-            self.store,
-            self.health,
-            context,
-        ));
+        let stop = Stop::new(stop, self.config.drain);
+        let requested = stop.requested();
+        let engine = Arc::new(
+            Engine::new(
+                self.namespace,
+                self.handler,
+                self.config,
+                self.metrics,
+                self.store,
+                self.health,
+                context,
+            )
+            .stopping_on(stop),
+        );
         let controller = controller
             .reconcile_on(engine.clone().recovery())
-            .graceful_shutdown_on(stop);
+            .graceful_shutdown_on(requested);
         (controller, engine, labeller)
     }
 }

@@ -36,6 +36,9 @@ pub(crate) struct LeaseLost;
 /// cancelled and their writes fenced, so this bounds only the return of `run`.
 const WIND_DOWN: Duration = Duration::from_secs(1);
 
+/// The longest the Lease release at a stop may take.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Which Lease to hold and how.
 ///
 /// ```no_run
@@ -177,9 +180,12 @@ impl LeaderElection {
         tokio::pin!(renewing);
         tokio::select! {
             () = &mut body => {
-                match lock.release().await {
-                    Ok(()) => tracing::info!(lease = %self.lease, identity = %self.timing.identity, "released the Lease"),
-                    Err(err) => tracing::warn!(lease = %self.lease, %err, "could not release the Lease"),
+                // Bounded: a stop must fit in the Pod's grace period even when the API server
+                // does not answer (the successor then waits out the Lease's duration).
+                match tokio::time::timeout(RELEASE_TIMEOUT, lock.release()).await {
+                    Ok(Ok(())) => tracing::info!(lease = %self.lease, identity = %self.timing.identity, "released the Lease"),
+                    Ok(Err(err)) => tracing::warn!(lease = %self.lease, %err, "could not release the Lease"),
+                    Err(_) => tracing::warn!(lease = %self.lease, "could not release the Lease within {RELEASE_TIMEOUT:?}"),
                 }
                 return Ok(());
             }

@@ -28,6 +28,7 @@ mod rbac;
 mod reconcile;
 mod sharding;
 mod steering;
+mod stop;
 mod versions;
 mod webhook_certificate;
 mod webhook_flood;
