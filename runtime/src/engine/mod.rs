@@ -214,13 +214,13 @@ where
             ticket
         };
         let stop = engine.stop.clone();
-        let name = object.name_any();
+        let cancelled = object.clone();
         let reconcile = Self::reconcile_in_line(object, engine, ticket);
         async move {
             tokio::select! {
                 biased;
                 () = stop.drained() => {
-                    tracing::warn!(object = %name, "reconcile cancelled: the drain after the stop signal ran out");
+                    tracing::warn!(object = %cancelled.name_any(), "reconcile cancelled: the drain after the stop signal ran out");
                     Ok(Action::await_change())
                 }
                 result = reconcile => result,
