@@ -57,17 +57,22 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
-#[tokio::test]
-async fn a_leader_with_a_backlog_stops_within_its_drain_and_hands_over_at_once() {
-    let Some((client, ns)) = cluster::prepare("stop::backlog", "fsm-stop").await else {
-        return;
-    };
-    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
+/// Creates the [`BACKLOG`] Databases in `ns`.
+async fn backlog(client: &kube::Client, ns: &str) {
+    let api: Api<Database> = Api::namespaced(client.clone(), ns);
     for i in 0..BACKLOG {
         api.create(&PostParams::default(), &sample(&format!("db-{i}")))
             .await
             .expect("create a Database");
     }
+}
+
+#[tokio::test]
+async fn a_leader_with_a_backlog_stops_within_its_drain_and_hands_over_at_once() {
+    let Some((client, ns)) = cluster::prepare("stop::backlog", "fsm-stop").await else {
+        return;
+    };
+    backlog(&client, &ns).await;
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
     let first = replica(&client, &ns, "first");
     eventually(Duration::from_secs(20), || async {
@@ -107,12 +112,7 @@ async fn one_replica_with_a_backlog_stops_within_its_drain() {
     let Some((client, ns)) = cluster::prepare("stop::one", "fsm-stop-one").await else {
         return;
     };
-    let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-    for i in 0..BACKLOG {
-        api.create(&PostParams::default(), &sample(&format!("db-{i}")))
-            .await
-            .expect("create a Database");
-    }
+    backlog(&client, &ns).await;
     let running = Running::spawn(
         Operator::<Database, _>::new(client.clone(), Preceded(Slow))
             .namespace(&ns)
