@@ -63,8 +63,12 @@ where
         object: &K,
         patch: &Value,
     ) -> Result<Write<K>, ReconcileError> {
-        let read_status = serde_json::to_value(object.status_of())?;
         let mut written = self.write_status(api, object, patch).await?;
+        if !matches!(written, Write::Conflict) {
+            return Ok(written);
+        }
+        // Only after a conflict: what the step read, to compare the fresh object with.
+        let read_status = serde_json::to_value(object.status_of())?;
         for _ in 0..self.config.max_conflict_retries {
             if !matches!(written, Write::Conflict) {
                 break;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use kube::Client;
 
-use crate::engine::Reconcilable;
+use crate::engine::{EngineConfig, Reconcilable};
 use crate::metrics::{MachineMetrics, Metrics};
 use crate::operator::machine::{Machine, Signal};
 use crate::operator::{Operator, Shutdown, Stopped};
@@ -129,29 +129,28 @@ impl Manager {
     /// [`Operator::recover_panics`]): `false` lets a panic end the process. Applies to the
     /// machines added so far; add the others first.
     #[must_use]
-    pub fn recover_panics(mut self, recover: bool) -> Self {
-        for machine in &mut self.machines {
-            machine.config().recover_panics = recover;
-        }
-        self
+    pub fn recover_panics(self, recover: bool) -> Self {
+        self.configure(|config| config.recover_panics = recover)
     }
 
     /// Every machine's drain at the stop signal (see [`Operator::drain_timeout`]). Applies to
     /// the machines added so far; add the others first.
     #[must_use]
-    pub fn drain_timeout(mut self, drain: Duration) -> Self {
-        for machine in &mut self.machines {
-            machine.config().drain = drain;
-        }
-        self
+    pub fn drain_timeout(self, drain: Duration) -> Self {
+        self.configure(|config| config.drain = drain)
     }
 
     /// Every machine's handler deadline (see [`Operator::handler_timeout`]). Applies to the
     /// machines added so far; add the others first.
     #[must_use]
-    pub fn handler_timeout(mut self, deadline: Duration) -> Self {
+    pub fn handler_timeout(self, deadline: Duration) -> Self {
+        self.configure(|config| config.handler_timeout = deadline)
+    }
+
+    /// Sets what `set` sets in the engine settings of every machine added so far.
+    fn configure(mut self, set: impl Fn(&mut EngineConfig)) -> Self {
         for machine in &mut self.machines {
-            machine.config().handler_timeout = deadline;
+            set(machine.config());
         }
         self
     }
@@ -305,16 +304,16 @@ pub fn termination() -> Pin<Box<dyn Future<Output = ()> + Send + Sync>> {
             .and_then(|term| signal(SignalKind::interrupt()).map(|int| (term, int)));
         if let Ok((mut term, mut int)) = streams {
             return Box::pin(async move {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-                tracing::info!("stopping; a second signal ends the process at once");
-                tokio::spawn(async move {
+                let mut either = async move || {
                     tokio::select! {
                         _ = term.recv() => {}
                         _ = int.recv() => {}
                     }
+                };
+                either().await;
+                tracing::info!("stopping; a second signal ends the process at once");
+                tokio::spawn(async move {
+                    either().await;
                     tracing::warn!("a second signal: ending the process now");
                     std::process::exit(1);
                 });
