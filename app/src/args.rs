@@ -128,6 +128,11 @@ pub struct RunArgs {
     /// the operator's code sets, else 5 minutes).
     #[arg(long, env = "KUBE_FSM_HANDLER_TIMEOUT", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub handler_timeout: Option<u64>,
+    /// How long a watch may deliver nothing (no event, no bookmark) before it is restarted:
+    /// the API server is asked to end each watch 5 s before, so only a watch whose connection
+    /// hangs open without delivering trips it.
+    #[arg(long, env = "KUBE_FSM_WATCH_STALL_TIMEOUT", value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(6..))]
+    pub watch_stall_timeout: u64,
     /// On SIGTERM, how long reconciles under way may go on before they are cancelled (those
     /// waiting for a slot end at once); keep it below the Pod's grace period less about 10 s
     /// for the Lease release and the webhook's deregistration. A second signal ends the
@@ -167,6 +172,7 @@ impl Default for RunArgs {
             webhook_policy: Vec::new(),
             crash_on_panic: false,
             handler_timeout: None,
+            watch_stall_timeout: 60,
             drain_timeout: 20,
             log_level: "info".to_owned(),
             log_format: LogFormat::Text,
@@ -282,6 +288,11 @@ impl RunArgs {
         }
         flag(
             &mut args,
+            "watch-stall-timeout",
+            Some(self.watch_stall_timeout.to_string()),
+        );
+        flag(
+            &mut args,
             "drain-timeout",
             Some(self.drain_timeout.to_string()),
         );
@@ -354,9 +365,11 @@ pub(crate) struct ManifestsArgs {
     /// Watch this namespace only (default: all; the RBAC then is a Role there).
     #[arg(long)]
     pub watch_namespace: Option<String>,
-    /// Replicas (more than one: leader election, unless --shards).
-    #[arg(long, default_value_t = 1)]
-    pub replicas: u32,
+    /// Replicas (more than one: leader election, unless --shards, and a PodDisruptionBudget).
+    /// Default 1, or 2 with --webhook: the API server calls the webhook for every write of the
+    /// kinds, so one Pod's restart, eviction or node drain must not refuse them all.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub replicas: Option<u32>,
     /// Split the objects into N shards over the replicas.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub shards: Option<u32>,
@@ -384,6 +397,13 @@ pub(crate) struct ManifestsArgs {
     /// as one YAML stream).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+impl ManifestsArgs {
+    /// The replicas deployed: as asked, else 2 with the webhook and 1 without.
+    pub(crate) fn replicas(&self) -> u32 {
+        self.replicas.unwrap_or(if self.webhook { 2 } else { 1 })
+    }
 }
 
 /// `monitoring`: what the rules watch.
@@ -502,6 +522,22 @@ mod tests {
         for args in [RunArgs::default(), every, sharded] {
             assert_eq!(parsed(&args.to_args()), args);
         }
+    }
+
+    #[test]
+    fn a_webhook_deploys_two_replicas_unless_told_otherwise() {
+        let replicas = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["op", "manifests", "--image", "i"].iter().chain(args))
+                .unwrap_or_else(|err| panic!("{args:?}: {err}"));
+            match cli.command {
+                Command::Manifests(manifests) => manifests.replicas(),
+                other => panic!("not manifests: {other:?}"),
+            }
+        };
+        assert_eq!(replicas(&[]), 1);
+        assert_eq!(replicas(&["--webhook"]), 2);
+        assert_eq!(replicas(&["--webhook", "--replicas", "1"]), 1);
+        assert_eq!(replicas(&["--replicas", "3"]), 3);
     }
 
     #[test]

@@ -50,10 +50,10 @@ pub(super) fn base(
         .namespace
         .clone()
         .unwrap_or_else(|| default_namespace(app));
-    let several = args.replicas > 1 || args.shards.is_some();
+    let several = args.replicas() > 1 || args.shards.is_some();
     let run = RunArgs {
         namespace: args.watch_namespace.clone(),
-        leader_elect: args.replicas > 1 && args.shards.is_none(),
+        leader_elect: args.replicas() > 1 && args.shards.is_none(),
         shards: args.shards,
         identity: several.then(|| "$(POD_NAME)".to_owned()),
         lease_namespace: Some(namespace.clone()),
@@ -80,7 +80,7 @@ pub(super) fn base(
         rbac.merge(&own);
     }
     let mut deploy = Deploy::new(&app.name, &namespace, &args.image)
-        .replicas(args.replicas)
+        .replicas(args.replicas())
         .metrics_port(METRICS_PORT)
         .metrics_auth(args.metrics_auth);
     if args.webhook {

@@ -44,6 +44,7 @@ async fn serve(app: &App, args: &RunArgs) -> Result<ExitCode, CliError> {
         .replicas(replicas)
         .recover_panics(!args.crash_on_panic)
         .drain_timeout(std::time::Duration::from_secs(args.drain_timeout))
+        .watch_stall_timeout(std::time::Duration::from_secs(args.watch_stall_timeout))
         .shutdown_on(stop);
     if let Some(secs) = args.handler_timeout {
         manager = manager.handler_timeout(std::time::Duration::from_secs(secs));

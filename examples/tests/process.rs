@@ -92,20 +92,23 @@ async fn wait_phase(api: &Api<DynamicObject>, name: &str, phase: &str) {
     .unwrap_or_else(|| panic!("{name} did not reach {phase}"));
 }
 
+/// The body of `GET path` when it is answered 200.
 async fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+    http_answer(addr, path)
+        .await
+        .and_then(|(code, body)| (code == 200).then_some(body))
+}
+
+/// The status code and body of `GET path`.
+async fn http_answer(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).await.ok()?;
-    response
-        .starts_with("HTTP/1.1 200")
-        .then(|| {
-            response
-                .split_once("\r\n\r\n")
-                .map(|(_, body)| body.to_owned())
-        })
-        .flatten()
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let code = head.split(' ').nth(1)?.parse().ok()?;
+    Some((code, body.to_owned()))
 }
 
 /// The value of the sample `series` (name and labels exactly as exposed).
@@ -180,6 +183,11 @@ async fn the_operator_serves_its_metrics() {
         http_get(addr, "/readyz").await.as_deref(),
         Some("ok\n"),
         "ready: the API server answers"
+    );
+    assert_eq!(
+        http_get(addr, "/readyz/watches").await.as_deref(),
+        Some("ok\n"),
+        "the watches deliver"
     );
 
     // `kubectl get databases`: the API server's Table rendering of the example's CRD.
@@ -514,6 +522,9 @@ async fn freeze_the_leader(client: &Client, log: &std::path::Path) -> (usize, us
     (before, after)
 }
 
+/// Held by each test that registers the example's webhook: the registration has one name.
+static WEBHOOK_REGISTRATION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -521,6 +532,7 @@ async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
     let Some(client) = cluster::client("the_operator_serves_its_admission_webhook").await else {
         return;
     };
+    let _registration = WEBHOOK_REGISTRATION.lock().await;
     install_crd(&client).await;
     let ns = kube_fsm_testkit::admission::namespace(&client, "fsm-webhook", &[]).await;
     let policy = std::env::temp_dir().join(format!("{ns}-policy.yaml"));
@@ -605,6 +617,156 @@ async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
         "{denied}\n{metrics}"
     );
 
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .delete("databases.example.kube-fsm.dev", &DeleteParams::default())
+        .await
+        .expect("unregister");
+    let _ = std::fs::remove_file(policy);
+}
+
+/// A copy of the tests' kubeconfig whose server is `server` (a proxy in front of the API
+/// server, on the loopback address its certificate names).
+fn kubeconfig_through(server: SocketAddr) -> std::path::PathBuf {
+    let path = std::env::var_os("KUBECONFIG").expect("KUBECONFIG names the test cluster");
+    let text = std::fs::read_to_string(&path).expect("read the kubeconfig");
+    let mut config: serde_json::Value = serde_saphyr::from_str(&text).expect("kubeconfig YAML");
+    for entry in config["clusters"]
+        .as_array_mut()
+        .expect("kubeconfig clusters")
+    {
+        entry["cluster"]["server"] = json!(format!("https://{server}"));
+    }
+    let copy = std::env::temp_dir().join(cluster::fresh_name("kubeconfig-proxied"));
+    std::fs::write(&copy, config.to_string()).expect("write the kubeconfig");
+    copy
+}
+
+/// The operator's Pod serving the admission webhook (`failurePolicy: Fail`) is cut off from
+/// the API server for 60 s: its readiness probe (`/readyz`, which the webhook's Service
+/// follows) stays ready all along — it is the webhook's readiness, not the watches' — while
+/// `/readyz/watches` says the watches fail and why; the API server keeps calling the webhook,
+/// which keeps reviewing other clients' writes (an admitted create, a refused move); and once
+/// the connection is back, the operator converges what was created meanwhile.
+#[tokio::test]
+async fn a_webhook_cut_off_from_the_api_server_stays_ready_and_keeps_reviewing() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    let test = "a_webhook_cut_off_from_the_api_server_stays_ready";
+    let Some(client) = cluster::client(test).await else {
+        return;
+    };
+    let _registration = WEBHOOK_REGISTRATION.lock().await;
+    install_crd(&client).await;
+    let ns = kube_fsm_testkit::admission::namespace(&client, "fsm-webhook-cut", &[]).await;
+    let policy = std::env::temp_dir().join(format!("{ns}-policy.yaml"));
+    std::fs::write(
+        &policy,
+        "operator:\n  fieldManagers: [kube-fsm]\n  trustFieldManagers: true\nplatform:\n  - onlyOperatorEnters: [Failed]\n",
+    )
+    .expect("policy file");
+    let config = kube::Config::infer().await.expect("kubeconfig");
+    let upstream: SocketAddr = config
+        .cluster_url
+        .authority()
+        .expect("server address")
+        .as_str()
+        .parse()
+        .expect("a loopback host:port");
+    let proxy = kube_fsm_testkit::proxy::Proxy::start(upstream).await;
+    let addr = free_port();
+    let label = format!("{}={ns}", kube_fsm_testkit::admission::SCOPE_LABEL);
+    let policy_flag = format!("Database={}", policy.to_string_lossy());
+    let mut command = command(
+        "database",
+        &[
+            "--namespace",
+            &ns,
+            "--metrics-addr",
+            &addr.to_string(),
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--webhook-register",
+            "bound",
+            "--webhook-namespace-label",
+            &label,
+            "--webhook-policy",
+            &policy_flag,
+        ],
+    );
+    command.env("KUBECONFIG", kubeconfig_through(proxy.addr()));
+    let _operator = command.spawn().expect("operator starts");
+    eventually(Duration::from_secs(30), || http_get(addr, "/healthz"))
+        .await
+        .expect("/healthz answers ok once the webhook serves");
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
+    create(&api, "a").await;
+    wait_running(&api, "a").await;
+    let by_hand = PatchParams {
+        dry_run: true,
+        field_manager: Some("kubectl-edit".into()),
+        ..PatchParams::default()
+    };
+    let failed = Patch::Merge(json!({ "status": { "phase": "Failed" } }));
+    let reviewed = || async {
+        match api.patch_status("a", &by_hand, &failed).await {
+            Err(kube::Error::Api(status)) if status.code == 422 => Some(status.message),
+            _ => None,
+        }
+    };
+    let message = eventually(Duration::from_secs(30), reviewed)
+        .await
+        .expect("the API server calls the operator's webhook");
+    assert!(message.contains("only the operator"), "{message}");
+    eventually(Duration::from_secs(10), || {
+        http_get(addr, "/readyz/watches")
+    })
+    .await
+    .expect("the watches deliver before the cut");
+
+    proxy.cut();
+    let cut = std::time::Instant::now();
+    let mut created = 0;
+    let mut watches_down = None;
+    while cut.elapsed() < Duration::from_secs(60) {
+        let ready = http_answer(addr, "/readyz").await;
+        assert_eq!(
+            ready,
+            Some((200, "ok\n".to_owned())),
+            "{:?} into the cut, the webhook's Pod is no longer ready",
+            cut.elapsed()
+        );
+        if let Some((503, why)) = http_answer(addr, "/readyz/watches").await {
+            watches_down.get_or_insert(why);
+        }
+        // Others' writes are still reviewed: a create admitted, a move refused.
+        let name = format!("during-{created}");
+        create(&api, &name).await;
+        created += 1;
+        let message = reviewed().await.unwrap_or_else(|| {
+            panic!(
+                "{:?} into the cut, the webhook no longer reviews the move",
+                cut.elapsed()
+            )
+        });
+        assert!(message.contains("only the operator"), "{message}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let why = watches_down.expect("/readyz/watches says the watches fail during the cut");
+    assert!(why.contains("Database"), "{why}");
+    eprintln!(
+        "during the 60 s cut: /readyz ok throughout, {created} creates admitted, /readyz/watches: {why}"
+    );
+
+    proxy.heal();
+    for i in 0..created {
+        wait_running(&api, &format!("during-{i}")).await;
+    }
+    eventually(Duration::from_secs(30), || {
+        http_get(addr, "/readyz/watches")
+    })
+    .await
+    .expect("the watches deliver again");
     Api::<ValidatingWebhookConfiguration>::all(client.clone())
         .delete("databases.example.kube-fsm.dev", &DeleteParams::default())
         .await

@@ -1,11 +1,14 @@
 //! A loopback TCP proxy in front of the API server, to cut one client off (a partition) and
-//! let it back in, without touching the server or the other clients. TLS passes through
+//! let it back in, or to freeze its busy connections (a stalled watch), without touching the
+//! server or the other clients. TLS passes through
 //! untouched: the client still verifies the API server's certificate (issued for 127.0.0.1).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -83,6 +86,14 @@ impl Proxy {
         self.cut.send_replace(State::Refused);
     }
 
+    /// Freezes the connections that are busy now (the server sent bytes in the last second,
+    /// as it does on a watch with events flowing): they stay open and deliver nothing either
+    /// way — a stalled watch — until [`Proxy::heal`]; the quiet ones are closed, and new ones go
+    /// through.
+    pub fn freeze(&self) {
+        self.cut.send_replace(State::Frozen);
+    }
+
     /// Lets the client back in (connections stalled meanwhile are closed; it reconnects).
     pub fn heal(&self) {
         self.cut.send_replace(State::Up);
@@ -95,12 +106,17 @@ enum State {
     Up,
     Stalled,
     Refused,
+    /// Busy connections hang, quiet ones are closed, new ones go through.
+    Frozen,
 }
+
+/// How recently a connection's server must have sent bytes for [`Proxy::freeze`] to hang it.
+const BUSY: Duration = Duration::from_secs(1);
 
 async fn connection(mut client: TcpStream, upstream: SocketAddr, mut cut: watch::Receiver<State>) {
     let state = *cut.borrow_and_update();
     match state {
-        State::Up => {}
+        State::Up | State::Frozen => {}
         State::Refused => return,
         State::Stalled => {
             // Stall until healed, then close: the client sees a hung connection.
@@ -112,9 +128,81 @@ async fn connection(mut client: TcpStream, upstream: SocketAddr, mut cut: watch:
     let Ok(mut server) = TcpStream::connect(upstream).await else {
         return;
     };
-    tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-        // Dropping both ends closes the connection under the client.
-        _ = cut.wait_for(|state| *state != State::Up) => {}
+    let opened = Instant::now();
+    // When the server last sent bytes, in milliseconds since `opened`.
+    let heard = AtomicU64::new(0);
+    let frozen = {
+        let (mut from_client, mut to_client) = client.split();
+        let (mut from_server, mut to_server) = server.split();
+        let up = async { tokio::io::copy(&mut from_client, &mut to_server).await };
+        let down = async {
+            let mut buffer = vec![0u8; 16 * 1024];
+            loop {
+                let read = from_server.read(&mut buffer).await?;
+                if read == 0 {
+                    return to_client.shutdown().await;
+                }
+                let since = u64::try_from(opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+                heard.store(since, Ordering::Relaxed);
+                to_client.write_all(&buffer[..read]).await?;
+            }
+        };
+        let pumps = futures::future::try_join(up, down);
+        tokio::pin!(pumps);
+        loop {
+            tokio::select! {
+                _ = &mut pumps => break false,
+                changed = cut.changed() => {
+                    if changed.is_err() {
+                        break false;
+                    }
+                    match *cut.borrow_and_update() {
+                        State::Up => {}
+                        State::Frozen => {
+                            let quiet = opened.elapsed().saturating_sub(Duration::from_millis(heard.load(Ordering::Relaxed)));
+                            break quiet < BUSY;
+                        }
+                        // Dropping both ends closes the connection under the client.
+                        State::Stalled | State::Refused => break false,
+                    }
+                }
+            }
+        }
+    };
+    if frozen {
+        // Hold both ends open, forwarding nothing, until healed.
+        let _ = cut.wait_for(|state| *state == State::Up).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bytes_pass_both_ways() {
+        let upstream = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+        let addr = upstream.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = upstream.accept().await {
+                tokio::spawn(async move {
+                    let mut buffer = [0u8; 64];
+                    while let Ok(read) = stream.read(&mut buffer).await {
+                        if read == 0 || stream.write_all(&buffer[..read]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let proxy = Proxy::start(addr).await;
+        let mut client = TcpStream::connect(proxy.addr()).await.expect("connect");
+        client.write_all(b"hello").await.expect("write");
+        let mut buffer = [0u8; 5];
+        tokio::time::timeout(Duration::from_secs(2), client.read_exact(&mut buffer))
+            .await
+            .expect("echoed in time")
+            .expect("read");
+        assert_eq!(&buffer, b"hello");
     }
 }

@@ -28,6 +28,10 @@ impl Deploy {
     /// in [`Deploy::webhook_cert_dir`]), registered through the webhook's Service with
     /// `failure_policy` for the namespaces `namespaces` selects (all: `None`), its CA injected
     /// by cert-manager; `policy` is the one it serves, whose tiers the registration reflects.
+    /// Deploy it with at least 2 replicas ([`Deploy::replicas`], with leader election or
+    /// sharding in the arguments): the API server calls the webhook for every write of the
+    /// kinds, so one Pod's restart or eviction must not refuse them all (`manifests --webhook`
+    /// deploys 2).
     #[must_use]
     pub fn webhook(
         mut self,

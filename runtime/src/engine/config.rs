@@ -26,6 +26,8 @@ pub struct EngineConfig {
     /// How long one call of a handler or hook may run, unless its phase's `handlerTimeout`
     /// says otherwise.
     pub handler_timeout: Duration,
+    /// How long a watch may deliver nothing (no event, no bookmark) before it is restarted.
+    pub watch_stall: Duration,
     /// How long reconciles under way at the stop signal may go on before they are cancelled.
     pub drain: Duration,
 }
@@ -56,6 +58,7 @@ impl Default for EngineConfig {
             events: RecordedEvents::All,
             recover_panics: true,
             handler_timeout: Duration::from_secs(300),
+            watch_stall: Duration::from_secs(60),
             drain: Duration::from_secs(20),
         }
     }

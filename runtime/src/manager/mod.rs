@@ -147,6 +147,13 @@ impl Manager {
         self.configure(|config| config.handler_timeout = deadline)
     }
 
+    /// Every machine's watch stall timeout (see [`Operator::watch_stall_timeout`]). Applies to
+    /// the machines added so far; add the others first.
+    #[must_use]
+    pub fn watch_stall_timeout(self, stall: Duration) -> Self {
+        self.configure(|config| config.watch_stall = stall)
+    }
+
     /// Sets what `set` sets in the engine settings of every machine added so far.
     fn configure(mut self, set: impl Fn(&mut EngineConfig)) -> Self {
         for machine in &mut self.machines {

@@ -15,8 +15,8 @@ impl Readiness {
     }
 
     /// `Ok` when every machine's watches are up; otherwise one sentence per machine that is
-    /// not, naming it, e.g. `Database: the API server has been unreachable since
-    /// 2026-12-03T10:00:00Z (connection refused).`
+    /// not, naming it, e.g. `Database: the connection to the API server has been
+    /// failing since 2026-12-03T10:00:00Z (connection refused).`
     ///
     /// # Errors
     ///
@@ -61,8 +61,9 @@ fn sentence(connection: &Connection) -> Option<String> {
     match connection {
         Connection::Up => None,
         Connection::Down { since, reason } => Some(format!(
-            "the API server has been unreachable since {since} ({reason})."
+            "the connection to the API server has been failing since {since} ({reason})."
         )),
+        Connection::NotServed { reason, .. } => Some(format!("{reason}.")),
         Connection::Refused { reason } => Some(format!(
             "the API server refuses a request it needs ({reason})."
         )),
@@ -84,8 +85,9 @@ mod tests {
         riskengine.lost(&"connection refused");
         let down = readiness.check().expect_err("RiskEngine is down");
         assert!(
-            down.starts_with("RiskEngine: the API server has been unreachable since ")
-                && down.ends_with("(connection refused)."),
+            down.starts_with(
+                "RiskEngine: the connection to the API server has been failing since "
+            ) && down.ends_with("(connection refused)."),
             "{down}"
         );
         assert!(!down.contains("Database"), "{down}");
@@ -93,7 +95,7 @@ mod tests {
         assert!(
             alone
                 .check()
-                .is_err_and(|s| s.starts_with("the API server has been unreachable")),
+                .is_err_and(|s| s.starts_with("the connection to the API server has been failing")),
             "one operator's readiness names no machine"
         );
     }

@@ -28,7 +28,9 @@
 //! | `kube_fsm_undecodable_objects_total` | `machine` |
 //! | `kube_fsm_watch_restarts_total` | `machine` |
 //! | `kube_fsm_disconnected_seconds_total` | `machine` |
-//! | `kube_fsm_connected` (1 or 0) | `machine` |
+//! | `kube_fsm_connected` (1 or 0: every watch delivers, and requests are answered) | `machine` |
+//! | `kube_fsm_watch_up` (1 or 0, each watch once it has failed: `kind` is the kind and its selection) | `machine`, `kind` |
+//! | `kube_fsm_watch_not_served` (1 while the watch's kind or version is not served: `404`) | `machine`, `kind` |
 //! | `kube_fsm_remembered_objects` | `machine` |
 //! | `kube_fsm_leader` (1 while this replica reconciles: it holds the Lease, or runs without election; 0 while it waits or is sharded) | `machine` |
 //! | `kube_fsm_shards` (the shard count, with sharding) | `machine` |
@@ -162,6 +164,8 @@ struct Families {
     watch_restarts: Family<MachineLabels, Counter>,
     disconnected: Family<MachineLabels, Counter<f64, AtomicU64>>,
     connected: Family<MachineLabels, Gauge>,
+    watch_up: Family<KindLabels, Gauge>,
+    watch_not_served: Family<KindLabels, Gauge>,
     remembered: Family<MachineLabels, Gauge>,
     shards_held: Family<MachineLabels, Gauge>,
     shard_labels: Family<MachineLabels, Counter>,
@@ -196,6 +200,8 @@ impl Default for Families {
             watch_restarts: Family::default(),
             disconnected: Family::default(),
             connected: Family::default(),
+            watch_up: Family::default(),
+            watch_not_served: Family::default(),
             remembered: Family::default(),
             shards_held: Family::default(),
             shard_labels: Family::default(),
@@ -368,6 +374,16 @@ impl Metrics {
             "kube_fsm_connected",
             "1 while the controller reaches the API server, 0 while it does not",
             f.connected.clone(),
+        );
+        r.register(
+            "kube_fsm_watch_up",
+            "1 while the watch (a kind and its selection) delivers, 0 since it failed",
+            f.watch_up.clone(),
+        );
+        r.register(
+            "kube_fsm_watch_not_served",
+            "1 while the API server does not serve the watch's kind or version (404: its CustomResourceDefinition is missing)",
+            f.watch_not_served.clone(),
         );
         r.register(
             "kube_fsm_leader",

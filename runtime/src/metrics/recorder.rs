@@ -214,6 +214,22 @@ impl MachineMetrics {
             .inc();
     }
 
+    /// Records whether the watch `watch` delivers, and whether its kind is not served.
+    pub(crate) fn watch_state(&self, watch: &str, up: bool, unserved: bool) {
+        let labels = KindLabels {
+            machine: self.machine,
+            kind: watch.to_owned(),
+        };
+        self.families
+            .watch_up
+            .get_or_create(&labels)
+            .set(i64::from(up));
+        self.families
+            .watch_not_served
+            .get_or_create(&labels)
+            .set(i64::from(unserved));
+    }
+
     /// Records whether the API server is reachable.
     pub(crate) fn connected(&self, up: bool) {
         self.families

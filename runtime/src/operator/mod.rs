@@ -237,6 +237,18 @@ where
         self
     }
 
+    /// How long a watch may deliver nothing — no event, no bookmark — before it is restarted
+    /// (default 1 minute; kube's own is about 5). The API server is asked to end each watch a
+    /// few seconds before that (kube then resumes it from its resource version, without a
+    /// list), so a healthy watch of a quiet kind is never cut, while one whose connection
+    /// hangs open without delivering (a half-open TCP connection, a stuck proxy) is noticed
+    /// and replaced within it. A timeout in [`Operator::watcher_config`] is kept.
+    #[must_use]
+    pub fn watch_stall_timeout(mut self, stall: Duration) -> Self {
+        self.config.watch_stall = stall;
+        self
+    }
+
     /// The controller's connection state, e.g. for a readiness probe: up, or down since when
     /// and why. Get it before [`Operator::run`].
     pub fn health(&self) -> Health {

@@ -101,18 +101,15 @@ where
         let (reader, writer) = reflector::store::<K>();
         self.health.record_into(self.metrics.clone());
         self.health.refusals_last_for(self.config.reconnect_max);
+        let config = watch::bounded(self.watcher, self.config.watch_stall);
+        let watched = watch::Watch::of::<K>(&config, None);
         let events = match &shards {
             // The controller's own store needs no gate: objects are triggered once listed.
-            Some(shards) => watch::selected(api, self.watcher, shards.selector(), || {}).boxed(),
-            None => watcher::watcher(api, self.watcher).boxed(),
+            Some(shards) => watch::selected(api, config, shards.selector(), || {}).boxed(),
+            None => watcher::watcher(api, config).boxed(),
         };
         let reconnect_max = self.config.reconnect_max;
-        let events = watch::paced(
-            events,
-            K::kind(&()).into_owned(),
-            self.health.clone(),
-            reconnect_max,
-        );
+        let events = watch::paced(events, watched, self.health.clone(), reconnect_max);
         let pace = Arc::new(
             Pace::new(
                 (self.concurrency > 0).then_some(usize::from(self.concurrency)),
@@ -150,6 +147,7 @@ where
                 shards: &labeller.as_ref().map(|l| l.shards.selector()),
                 health: &self.health,
                 reconnect_max,
+                stall: self.config.watch_stall,
                 labeller: labeller.as_ref(),
                 caches: &self.caches,
                 // Sharded, each machine watches its children by the served shards' label.

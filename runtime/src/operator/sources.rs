@@ -41,6 +41,8 @@ pub(crate) struct Wire<'a> {
     pub health: &'a Health,
     /// The longest wait before a failed watch starts again.
     pub reconnect_max: Duration,
+    /// How long a watch may deliver nothing before it is restarted (see [`watch::bounded`]).
+    pub stall: Duration,
     /// With sharding: the label writer, for the children of owned kinds that lack a label.
     pub labeller: Option<&'a Labeller>,
     /// Where the caches of unlabelled children go (each is waited for like any cache).
@@ -164,6 +166,7 @@ where
         else {
             return controller;
         };
+        let config = watch::bounded(config, with.stall);
         cache.select(Selection::of(&config));
         let only_owned = owners && mappers.is_empty();
         let triggers = move |object: R| -> Vec<ObjectRef<K>> {
@@ -189,6 +192,7 @@ where
             return controller.watches_stream(subscription.objects, triggers);
         }
         let api = R::api_in::<R>(with.client.clone(), with.namespace);
+        let watched = watch::Watch::of::<R>(&config, None);
         let events = match with.shards {
             Some(served) if only_owned => {
                 // Its children are watched by shard label: those without one get it from
@@ -201,8 +205,7 @@ where
             }
             _ => watcher::watcher(api, config).boxed(),
         };
-        let kind = R::kind(&()).into_owned();
-        let events = watch::paced(events, kind, with.health.clone(), with.reconnect_max);
+        let events = watch::paced(events, watched, with.health.clone(), with.reconnect_max);
         controller.watches_stream(watch::cached(events, cache), triggers)
     })
 }
@@ -237,9 +240,14 @@ where
             children: children.clone(),
         }));
     let api = R::api_in::<PartialObjectMeta<R>>(with.client.clone(), with.namespace);
-    let events = watcher(api, config.clone().labels(&unlabelled));
-    let kind = format!("{} (unlabelled)", R::kind(&()));
-    let events = watch::paced(events, kind, with.health.clone(), with.reconnect_max);
+    let config = config.clone().labels(&unlabelled);
+    let watched = watch::Watch::of::<R>(&config, Some("unlabelled"));
+    let events = watch::paced(
+        watcher(api, config),
+        watched,
+        with.health.clone(),
+        with.reconnect_max,
+    );
     controller.watches_stream(watch::cached(events, found), |child| {
         owners_of::<K, _>(&child)
     })

@@ -1,15 +1,24 @@
 //! The operator's own HTTP endpoint (feature `serve`), as controller-runtime's manager serves
 //! it: `GET /metrics` (Prometheus text format), `GET /healthz` (liveness: the process serves,
-//! and so does its admission webhook when it has one), `GET /readyz` (503 while a machine's
-//! watches are down, naming it and saying since when and why, or while the webhook's new
-//! certificate does not load) and `GET /machine`, every machine drawn with the number of
-//! objects in each phase.
+//! and so does its admission webhook when it has one), `GET /readyz` (the readiness probe),
+//! `GET /readyz/watches` (503 while a machine's watches are down or a kind it watches is not
+//! served, naming it and saying since when and why) and `GET /machine`, every machine drawn
+//! with the number of objects in each phase.
+//!
+//! What `/readyz` answers depends on what the Pod serves. Without a webhook it is the watches'
+//! health (`/readyz/watches`): a replica cut off from the API server leaves the Service. With an
+//! admission or conversion webhook it is the webhook's own readiness only (it serves, with a
+//! certificate still valid), never the watches': the webhook's Service selects these Pods by
+//! readiness, and under `failurePolicy: Fail` a Pod that left it for want of a watch would
+//! refuse every write of the kind cluster-wide — the operator's own status writes included —
+//! and, with a conversion webhook, stop the very lists its watches wait for. The watches'
+//! health is then read at `/readyz/watches` (and in the metrics and the logs).
 //!
 //! A certificate that does not load is a readiness problem, not a liveness one: the webhook
 //! still serves the old certificate, and a restarted process would not load the new one
 //! either (it would crash-loop instead of serving).
 //!
-//! Served on hyper's HTTP/1 connection API, as the admission webhook is: four fixed paths need
+//! Served on hyper's HTTP/1 connection API, as the admission webhook is: five fixed paths need
 //! no router, and the webhook's hardening (header-read timeouts, connection caps) is written
 //! against that API. With [`Endpoints::tls`] (feature `admission`, which has the certificate
 //! handling) it serves HTTPS, as controller-runtime's secure metrics serving does: scrapers'
@@ -116,9 +125,10 @@ impl Endpoints {
         &mut self.registry
     }
 
-    /// `/healthz` also fails while the admission webhook does not serve
-    /// ([`WebhookHealth::live`]), `/readyz` while its certificate has expired
-    /// ([`WebhookHealth::ready`]).
+    /// `/healthz` fails while the admission webhook does not serve
+    /// ([`WebhookHealth::live`]); `/readyz` is then the webhook's readiness
+    /// ([`WebhookHealth::ready`]: it serves, with a certificate still valid) and no longer the
+    /// watches', which `/readyz/watches` still tells.
     #[cfg(feature = "admission")]
     #[must_use]
     pub fn webhook(mut self, webhook: Option<WebhookHealth>) -> Self {
@@ -235,13 +245,14 @@ impl Endpoints {
         Ok(())
     }
 
+    /// The readiness probe's answer: the webhook's own readiness when it serves one, else the
+    /// watches' (see the module's documentation).
     fn ready(&self) -> Result<(), String> {
-        self.readiness.check()?;
         #[cfg(feature = "admission")]
         if let Some(webhook) = &self.webhook {
             return webhook.ready();
         }
-        Ok(())
+        self.readiness.check()
     }
 }
 
@@ -329,6 +340,7 @@ fn answer(path: &str, served: &Endpoints) -> (StatusCode, &'static str, String) 
         }
         "/healthz" => verdict(served.live()),
         "/readyz" => verdict(served.ready()),
+        "/readyz/watches" => verdict(served.readiness.check()),
         _ => (
             StatusCode::NOT_FOUND,
             "text/plain",

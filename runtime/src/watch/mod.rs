@@ -14,6 +14,7 @@ mod stream;
 
 pub use cache::{Cache, Cached, Watched};
 pub use client::client;
+pub(crate) use health::Watch;
 pub use health::{Connection, Health};
 pub use scope::{Scoped, ScopedApi};
-pub(crate) use stream::{Lenient, cached, objects, paced, selected};
+pub(crate) use stream::{Lenient, bounded, cached, objects, paced, selected};

@@ -20,7 +20,7 @@ use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
 use crate::watch::cache::{Cache, Watched};
-use crate::watch::health::Health;
+use crate::watch::health::{self, Health};
 use crate::watch::{cached, paced};
 
 /// What identifies a watch that can be shared.
@@ -118,10 +118,9 @@ impl SharedWatches {
         let mut watches = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = watches.entry(key).or_insert_with(|| {
             let api = R::api_in::<R>(start.client.clone(), start.namespace);
-            let kind = R::kind(&()).into_owned();
             let events = paced(
                 watcher::watcher(api, config.clone()),
-                kind,
+                health::Watch::of::<R>(config, None),
                 start.health.clone(),
                 start.reconnect_max,
             );

@@ -24,7 +24,7 @@ use crate::metrics::MachineMetrics;
 use crate::pure::selection::both;
 use crate::pure::slim::{slim, slim_keeping_applies};
 use crate::watch::cache::{Cache, Cached, Watched};
-use crate::watch::health::{HEALTHY_RESET, Health, ReconnectBackoff};
+use crate::watch::health::{HEALTHY_RESET, Health, ReconnectBackoff, Watch, relists};
 use kube::runtime::utils::Backoff as _;
 
 /// An object as the watch delivered it: decoded, or not (with its metadata, if readable).
@@ -229,50 +229,85 @@ where
 }
 
 /// The events of one watch, its failures handled here rather than by the controller (so one
-/// failing watch never pauses the others): each is reported to `health` — a refusal (401,
-/// 403: RBAC) as a configuration problem of `kind`, anything else as a lost connection — and
-/// waited out before the watch is polled again: the reconnect backoff (reset only once the
-/// watch has gone [`HEALTHY_RESET`] without a failure, not by the list that precedes each
-/// failing watch), or its cap at once for a refusal. Each event tells `health` the API server
-/// answers. The stream yields no errors.
+/// failing watch never pauses the others): each is reported to `health` as `watch`'s — a
+/// refusal (401, 403: RBAC) as a configuration problem, a 404 as a kind not served, anything
+/// else as a failing watch — and waited out before the watch is polled again: the reconnect
+/// backoff (reset only once the watch has gone [`HEALTHY_RESET`] without a failure, not by the
+/// list that precedes each failing watch), or its cap at once for a refusal. A `410 Gone`
+/// (see [`relists`]) is no failure: kube lists again at once, unless another came less than
+/// [`HEALTHY_RESET`] before (then it is a failure like any other, so a watch that cannot keep
+/// up never lists in a loop). Each event tells `health` the watch delivers. The stream yields
+/// no errors. (A list's `Init` is yielded before the list is asked for: it tells nothing.)
 pub(crate) fn paced<E>(
-    events: impl Stream<Item = Result<E, watcher::Error>> + Send + 'static,
-    kind: String,
+    events: impl Stream<Item = Result<watcher::Event<E>, watcher::Error>> + Send + 'static,
+    watch: Watch,
     health: Health,
     max: Duration,
-) -> impl Stream<Item = Result<E, watcher::Error>> + Send + 'static
+) -> impl Stream<Item = Result<watcher::Event<E>, watcher::Error>> + Send + 'static
 where
     E: Send + 'static,
 {
-    let state = (events.boxed(), ReconnectBackoff::new(max), None::<Instant>);
-    futures::stream::unfold(state, move |(mut events, mut backoff, mut failed)| {
-        let (kind, health) = (kind.clone(), health.clone());
-        async move {
-            loop {
-                match events.next().await? {
-                    Ok(event) => {
-                        health.restored();
-                        if failed.is_some_and(|at| at.elapsed() > HEALTHY_RESET) {
-                            backoff.reset();
-                            failed = None;
+    let state = (
+        events.boxed(),
+        ReconnectBackoff::new(max),
+        None::<Instant>,
+        None::<Instant>,
+    );
+    futures::stream::unfold(
+        state,
+        move |(mut events, mut backoff, mut failed, mut gone)| {
+            let (watch, health) = (watch.clone(), health.clone());
+            async move {
+                loop {
+                    match events.next().await? {
+                        Ok(event) => {
+                            if !matches!(event, watcher::Event::Init) {
+                                health.delivered(&watch);
+                            }
+                            if failed.is_some_and(|at| at.elapsed() > HEALTHY_RESET) {
+                                backoff.reset();
+                                failed = None;
+                            }
+                            return Some((Ok(event), (events, backoff, failed, gone)));
                         }
-                        return Some((Ok(event), (events, backoff, failed)));
-                    }
-                    Err(err) => {
-                        let delay = if health.watch_failed(&kind, &err) {
-                            max
-                        } else {
-                            backoff.next().unwrap_or(max)
-                        };
-                        failed = Some(Instant::now());
-                        tracing::debug!(kind, %err, ?delay, "watch failed; starting again after a backoff");
-                        tokio::time::sleep(delay).await;
+                        Err(err)
+                            if relists(&err)
+                                && gone.is_none_or(|at| at.elapsed() > HEALTHY_RESET) =>
+                        {
+                            tracing::debug!(watch = %watch.name, %err, "the watch's resource version is gone; listing again");
+                            gone = Some(Instant::now());
+                        }
+                        Err(err) => {
+                            let delay = if health.watch_failed(&watch, &err) {
+                                max
+                            } else {
+                                backoff.next().unwrap_or(max)
+                            };
+                            failed = Some(Instant::now());
+                            tracing::debug!(watch = %watch.name, %err, ?delay, "watch failed; starting again after a backoff");
+                            tokio::time::sleep(delay).await;
+                        }
                     }
                 }
             }
-        }
-    })
+        },
+    )
 }
+
+/// `config` with the API server asked to end each watch 5 s (kube's margin) before `stall`, so
+/// that kube's watcher, which gives up on a watch silent for that long and resumes it from its
+/// resource version, restarts a stalled one (an open connection that delivers nothing) within
+/// `stall` while a healthy quiet one is never cut. A timeout set in `config` is kept.
+pub(crate) fn bounded(config: watcher::Config, stall: Duration) -> watcher::Config {
+    if config.timeout.is_some() {
+        return config;
+    }
+    let secs = stall.as_secs().saturating_sub(STALL_MARGIN).max(1);
+    config.timeout(u32::try_from(secs).unwrap_or(u32::MAX))
+}
+
+/// The seconds kube's watcher waits past a watch's server-side timeout before it gives up on it.
+const STALL_MARGIN: u64 = 5;
 
 /// The objects to reconcile from the events of a reflector: each applied object, and the
 /// objects of a (re)list only once it is complete. The reflector's store takes a list's objects
@@ -351,5 +386,58 @@ mod tests {
             serde_json::from_value::<Lenient<ConfigMap>>(good),
             Ok(Lenient::Decoded(_))
         ));
+    }
+
+    fn gone() -> watcher::Error {
+        let mut status = kube::core::Status::failure("too old resource version: 1 (20)", "Expired");
+        status.code = 410;
+        watcher::Error::WatchError(Box::new(status))
+    }
+
+    #[tokio::test]
+    async fn a_410_is_listed_again_at_once_without_an_outage_unless_it_repeats() {
+        let health = Health::default();
+        let watched = Watch {
+            name: "Database".to_owned(),
+            api_version: "example.com/v1".to_owned(),
+        };
+        let (sender, receiver) = futures::channel::mpsc::unbounded();
+        let mut events = Box::pin(paced(
+            receiver,
+            watched,
+            health.clone(),
+            Duration::from_secs(30),
+        ));
+        let started = Instant::now();
+        let apply = |n: u32| Ok(watcher::Event::Apply(n));
+        let applied = |event: Option<Result<watcher::Event<u32>, _>>| match event {
+            Some(Ok(watcher::Event::Apply(n))) => Some(n),
+            _ => None,
+        };
+        sender.unbounded_send(apply(1)).expect("send");
+        sender.unbounded_send(Err(gone())).expect("send");
+        sender.unbounded_send(apply(2)).expect("send");
+        assert_eq!(applied(events.next().await), Some(1));
+        assert_eq!(applied(events.next().await), Some(2));
+        assert!(started.elapsed() < Duration::from_millis(200), "no backoff");
+        assert!(health.is_up(), "no outage: {:?}", health.status());
+        // Another right after: the watch cannot keep up, a failure with backoff.
+        sender.unbounded_send(Err(gone())).expect("send");
+        let next = events.next();
+        tokio::pin!(next);
+        assert!(futures::poll!(&mut next).is_pending());
+        assert!(!health.is_up(), "a repeated 410 is a failure");
+        sender
+            .unbounded_send(Ok(watcher::Event::Init))
+            .expect("send");
+        sender.unbounded_send(apply(3)).expect("send");
+        assert_eq!(applied(next.await), None, "the list's start is yielded");
+        assert!(!health.is_up(), "but tells nothing");
+        assert_eq!(applied(events.next().await), Some(3));
+        assert!(
+            started.elapsed() >= Duration::from_millis(400),
+            "after a backoff"
+        );
+        assert!(health.is_up());
     }
 }

@@ -30,5 +30,6 @@ mod sharding;
 mod steering;
 mod stop;
 mod versions;
+mod watches;
 mod webhook_certificate;
 mod webhook_flood;
