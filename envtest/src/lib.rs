@@ -98,7 +98,14 @@ impl TestCluster {
         match Self::try_start().await {
             Ok(cluster) => Some(cluster),
             Err(Error::NoServer) if !required() => {
-                eprintln!("\n*** SKIPPED {test}: {}\n", Error::NoServer);
+                // On the process's stderr itself: libtest captures `eprintln!` of a passing
+                // test, so that line would not show.
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\n*** SKIPPED {test}: {}\n",
+                    Error::NoServer
+                );
                 None
             }
             Err(Error::NoServer) => {

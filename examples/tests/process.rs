@@ -774,6 +774,94 @@ async fn a_webhook_cut_off_from_the_api_server_stays_ready_and_keeps_reviewing()
     let _ = std::fs::remove_file(policy);
 }
 
+/// SIGTERM to the operator as a Pod runs it — leader election, the webhook registered by
+/// `--webhook-register` — while objects are on their way: it exits at once with 0, its Lease is
+/// released (no holder) and its registration is gone, so neither a successor nor the API
+/// server waits on what it leaves behind.
+#[tokio::test]
+async fn a_sigterm_releases_the_lease_and_removes_the_webhook_registration() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let test = "a_sigterm_releases_the_lease_and_removes_the_webhook_registration";
+    let Some(client) = cluster::client(test).await else {
+        return;
+    };
+    let _registration = WEBHOOK_REGISTRATION.lock().await;
+    install_crd(&client).await;
+    let ns = kube_fsm_testkit::admission::namespace(&client, "fsm-sigterm", &[]).await;
+    let addr = free_port();
+    let label = format!("{}={ns}", kube_fsm_testkit::admission::SCOPE_LABEL);
+    let mut operator = operator(
+        "database",
+        &[
+            "--namespace",
+            &ns,
+            "--metrics-addr",
+            &addr.to_string(),
+            "--leader-elect",
+            "--identity",
+            "stopping",
+            "--lease-namespace",
+            &ns,
+            "--lease-duration",
+            "15",
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--webhook-register",
+            "bound",
+            "--webhook-namespace-label",
+            &label,
+            "--drain-timeout",
+            "2",
+        ],
+    );
+    let registrations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let registration = "databases.example.kube-fsm.dev";
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let holder = || async {
+        leases
+            .get_opt("kube-fsm-examples")
+            .await
+            .expect("get lease")
+            .and_then(|lease| lease.spec?.holder_identity)
+    };
+    eventually(Duration::from_secs(30), || async {
+        (holder().await.as_deref() == Some("stopping")).then_some(())
+    })
+    .await
+    .expect("the operator leads");
+    eventually(Duration::from_secs(30), || async {
+        registrations.get_opt(registration).await.ok().flatten()
+    })
+    .await
+    .expect("the webhook is registered");
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &cluster::example_databases());
+    create(&api, "first").await;
+    wait_running(&api, "first").await;
+    for i in 0..20 {
+        create(&api, &format!("queued-{i}")).await;
+    }
+
+    signal(&operator, "TERM");
+    let signalled = std::time::Instant::now();
+    let exit = tokio::time::timeout(Duration::from_secs(15), operator.wait())
+        .await
+        .expect("the operator exits within the drain and the release bounds")
+        .expect("wait");
+    let took = signalled.elapsed();
+    assert!(exit.success(), "exit status {exit}");
+    assert_eq!(holder().await, None, "the Lease is released");
+    assert!(
+        registrations
+            .get_opt(registration)
+            .await
+            .expect("get registration")
+            .is_none(),
+        "the webhook registration is removed"
+    );
+    eprintln!("SIGTERM: exited with 0 after {took:?}, Lease released, registration removed");
+}
+
 /// `check` against the cluster: each kind's CRD is installed and every stored object is in a
 /// phase its machine knows — one sentence per kind, exit 0.
 #[tokio::test]

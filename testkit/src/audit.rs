@@ -26,6 +26,8 @@ pub struct Request {
     pub code: u16,
     /// Who sent it: the user it acted as (the impersonated one, when impersonated).
     pub user: String,
+    /// The `fieldManager` the request named (empty when none).
+    pub field_manager: String,
     /// When the server answered.
     pub at: Timestamp,
 }
@@ -124,8 +126,24 @@ fn request(event: &Value) -> Option<Request> {
         user: event["impersonatedUser"]["username"]
             .as_str()
             .map_or_else(|| text(&event["user"]["username"]), str::to_owned),
+        field_manager: field_manager(event["requestURI"].as_str().unwrap_or_default()),
         at: event["stageTimestamp"].as_str()?.parse().ok()?,
     })
+}
+
+/// The `fieldManager` query parameter of `uri`, decoded; empty when it has none.
+fn field_manager(uri: &str) -> String {
+    let query = uri.split_once('?').map_or("", |(_, query)| query);
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("fieldManager="))
+        .map(|value| {
+            form_urlencoded::parse(format!("v={value}").as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -188,6 +206,21 @@ mod tests {
             ("replica-a", "admin")
         );
         assert_eq!(requests[0].resource, "configmaps");
+    }
+
+    #[test]
+    fn the_field_manager_is_read_from_the_request_uri() {
+        assert_eq!(
+            field_manager(
+                "/apis/g/v1/namespaces/ns/dbs/a/status?fieldManager=replica-a&force=true"
+            ),
+            "replica-a"
+        );
+        assert_eq!(
+            field_manager("/apis/g/v1/namespaces/ns/dbs?fieldManager=a%2Fb"),
+            "a/b"
+        );
+        assert_eq!(field_manager("/apis/g/v1/namespaces/ns/dbs/a"), "");
     }
 
     #[test]

@@ -19,6 +19,24 @@ fn required() -> bool {
     std::env::var("KUBE_FSM_REQUIRE_CLUSTER").is_ok_and(|v| v == "1")
 }
 
+/// Says loudly that `test` did not run, and why: on the process's own stderr (libtest
+/// captures `eprintln!` of a passing test, not this, so the line shows under plain `cargo
+/// test` too) and, when `KUBE_FSM_SKIP_LOG` names a file, as a line appended to it:
+/// `scripts/test` counts them, and `--quick` fails on any.
+pub fn skip(test: &str, why: &str) {
+    use std::io::Write;
+    let line = format!("*** SKIPPED {test}: {why}");
+    let _ = writeln!(std::io::stderr(), "\n{line}\n");
+    if let Some(path) = std::env::var_os("KUBE_FSM_SKIP_LOG")
+        && let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
+}
+
 /// The program the environment variable `var` names, which `setup` (the shell commands a
 /// developer runs, e.g. `eval "$(scripts/prometheus env)"`) provides; `None`, after a loud
 /// message, when it is unset and the run does not require a cluster.
@@ -33,7 +51,7 @@ pub fn tool(test: &str, var: &str, setup: &str) -> Option<std::ffi::OsString> {
             !required(),
             "{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but {var} is not set ({setup})"
         );
-        eprintln!("\n*** SKIPPED {test}: no {var} ({setup}).\n");
+        skip(test, &format!("no {var} ({setup})."));
     }
     found
 }
@@ -57,8 +75,11 @@ pub async fn client(test: &str) -> Option<Client> {
             panic!("{test}: KUBE_FSM_REQUIRE_CLUSTER=1 but no API server answers: {err}")
         }
         Err(err) => {
-            eprintln!(
-                "\n*** SKIPPED {test}: no Kubernetes API server ({err}).\n*** Run `scripts/test` (it provisions one with scripts/envtest) to run it.\n"
+            skip(
+                test,
+                &format!(
+                    "no Kubernetes API server ({err}). Run `scripts/test` (it provisions one with scripts/envtest) to run it."
+                ),
             );
             None
         }
@@ -107,7 +128,10 @@ pub async fn current(test: &str) -> Option<Client> {
                 !required(),
                 "{test}: the current API server does not answer: {err}"
             );
-            eprintln!("\n*** SKIPPED {test}: the current API server does not answer: {err}\n");
+            skip(
+                test,
+                &format!("the current API server does not answer: {err}"),
+            );
             None
         }
     }
@@ -321,16 +345,24 @@ where
 /// # Panics
 /// When the server does not say its version.
 pub async fn enforces_cel(client: &Client) -> bool {
+    minor(client).await >= 25
+}
+
+/// The server's minor version (of Kubernetes 1).
+///
+/// # Panics
+/// When the server does not say its version, or it is not 1.x.
+pub async fn minor(client: &Client) -> u32 {
     let version = client
         .apiserver_version()
         .await
         .expect("the server's version");
-    let minor: u32 = version
+    assert_eq!(version.major, "1", "a Kubernetes 1.x server");
+    version
         .minor
         .trim_end_matches('+')
         .parse()
-        .expect("a numeric minor version");
-    version.major == "1" && minor >= 25
+        .expect("a numeric minor version")
 }
 
 /// [`hand_edit`], unless the API server refuses it by the CRD's CEL rules (servers from 1.25

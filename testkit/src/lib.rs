@@ -12,6 +12,7 @@ pub mod hold;
 pub mod kstatus;
 pub mod lost;
 pub mod metrics;
+pub mod observer;
 pub mod operator;
 pub mod overload;
 pub mod prometheus;

@@ -124,6 +124,7 @@ async fn after_an_outage_longer_than_the_reconnect_cap_everything_converges_with
     .await;
     let took = converged.expect("every object converged after the outage");
     eprintln!("converged {took:?} after healing (reconnect cap {cap:?})");
+    // Measured 0.58–1.70 s in three runs (BENCHMARKS.md, "Timed bounds"): over 5 s of slack.
     assert!(took <= cap + Duration::from_secs(3), "took {took:?}");
     assert!(health.is_up());
     let text = recorded.text();

@@ -312,6 +312,7 @@ async fn switching_from_leader_election_to_sharding_finds_every_child_and_moves_
     );
 
     // The same deployment, now sharded over two replicas.
+    let phases = kube_fsm_testkit::observer::Phases::watch(api.clone());
     let (a, a_metrics) = replica(&client, &ns, "replica-a", &ledger);
     let (b, b_metrics) = replica(&client, &ns, "replica-b", &ledger);
     eventually(Duration::from_secs(30), || async {
@@ -340,6 +341,13 @@ async fn switching_from_leader_election_to_sharding_finds_every_child_and_moves_
         );
     }
     assert_eq!(moves, 0.0, "no phase moved");
+    // As a watch of our own saw them stored: each object stayed Running throughout.
+    let seen = phases.seen();
+    assert_eq!(seen.len(), 30, "{seen:?}");
+    assert!(
+        seen.values().all(|moves| moves == &["Running"]),
+        "a phase moved: {seen:?}"
+    );
     let objects = all_running(&api, 30).await;
     assert_labelled(&client, &objects).await;
     a.stop().await;
