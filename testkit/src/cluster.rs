@@ -112,26 +112,42 @@ pub async fn current(test: &str) -> Option<Client> {
         "KUBE_FSM_CURRENT_KUBECONFIG",
         "scripts/envtest start --version current; export KUBE_FSM_CURRENT_KUBECONFIG=~/.cache/kube-fsm/envtest-current/kubeconfig",
     )?;
-    let kubeconfig =
-        kube::config::Kubeconfig::read_from(&path).expect("the current server's kubeconfig");
+    named(test, &path, "the current API server").await
+}
+
+/// A client for the cluster with a control plane — the current API server with the
+/// controllers, the scheduler and kwok's simulated nodes beside it (`scripts/envtest start
+/// --version current --control-plane`, in a state dir of its own: its kubeconfig named by
+/// `KUBE_FSM_CONTROL_PLANE_KUBECONFIG`, as `scripts/test` sets it) — or `None` after a loud
+/// message when there is none and the run does not require one.
+///
+/// # Panics
+/// When `KUBE_FSM_REQUIRE_CLUSTER=1` and there is none, or it does not answer.
+pub async fn control_plane(test: &str) -> Option<Client> {
+    let path = tool(
+        test,
+        "KUBE_FSM_CONTROL_PLANE_KUBECONFIG",
+        "KUBE_FSM_ENVTEST_DIR=~/.cache/kube-fsm/envtest-control-plane scripts/envtest start --version current --control-plane; export KUBE_FSM_CONTROL_PLANE_KUBECONFIG=~/.cache/kube-fsm/envtest-control-plane/kubeconfig",
+    )?;
+    named(test, &path, "the control plane's API server").await
+}
+
+/// A client of the kubeconfig at `path` (`what` names its server in messages).
+async fn named(test: &str, path: &std::ffi::OsStr, what: &str) -> Option<Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .unwrap_or_else(|err| panic!("{test}: the kubeconfig of {what}: {err}"));
     let config = kube::Config::from_custom_kubeconfig(
         kubeconfig,
         &kube::config::KubeConfigOptions::default(),
     )
     .await
-    .expect("the current server's config");
+    .unwrap_or_else(|err| panic!("{test}: the config of {what}: {err}"));
     let client = Client::try_from(config).expect("client");
     match client.apiserver_version().await {
         Ok(_) => Some(client),
         Err(err) => {
-            assert!(
-                !required(),
-                "{test}: the current API server does not answer: {err}"
-            );
-            skip(
-                test,
-                &format!("the current API server does not answer: {err}"),
-            );
+            assert!(!required(), "{test}: {what} does not answer: {err}");
+            skip(test, &format!("{what} does not answer: {err}"));
             None
         }
     }

@@ -345,6 +345,9 @@ where
         match &result {
             Ok(_) => {
                 self.memory.with(object, |e| e.failures = 0);
+                // Every request of a reconcile that succeeded was answered: the requests are up
+                // (a reconcile that writes nothing would otherwise never say so).
+                self.health.restored();
                 // A transition written: the change it brings back keeps this reconcile's place
                 // in line, so an object goes on through its steps before later objects start
                 // theirs (a machine moves a bounded number of times per outside change).

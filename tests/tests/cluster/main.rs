@@ -7,6 +7,7 @@ mod admission;
 mod admission_policy;
 mod co_writer;
 mod columns;
+mod control_plane;
 mod drift;
 mod events;
 mod fairness;
