@@ -41,6 +41,22 @@ pub enum Error {
         /// The binary missing there.
         binary: &'static str,
     },
+    /// The control plane was asked for ([`crate::Builder::controllers`], [`crate::Builder::nodes`])
+    /// and a program of it is missing.
+    #[error(
+        "A control plane was asked for, but {} holds no `{binary}` (nor a `{binary}-X.Y.Z`). \
+         Build them into the kube-fsm cache with kube-fsm's `scripts/envtest start --version \
+         current --control-plane` (kube-controller-manager, kube-scheduler, kwok and its \
+         stages), or link them into KUBEBUILDER_ASSETS with `scripts/envtest assets --version \
+         current`; or use a real cluster (USE_EXISTING_CLUSTER=true).",
+        dir.display()
+    )]
+    ControlPlane {
+        /// The directory the API server came from.
+        dir: PathBuf,
+        /// The program (or file) missing there.
+        binary: &'static str,
+    },
     /// A file or directory of the test cluster could not be made.
     #[error(
         "Cannot {action}: {source}. Check that the temporary directory is writable and has \
@@ -90,7 +106,7 @@ pub enum Error {
         log.display()
     )]
     Start {
-        /// `etcd` or `kube-apiserver`.
+        /// `etcd`, `kube-apiserver`, or a process of the control plane.
         process: &'static str,
         /// What happened: it exited (with its status), or was not ready in time.
         what: String,

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client};
 
 use crate::Error;
+use crate::control_plane::{self, ControlPlaneBinaries};
 use crate::credentials::{Credentials, Files};
 use crate::process::Servers;
 use crate::source::Binaries;
@@ -26,7 +27,12 @@ pub(crate) struct Launched {
 
 /// Starts `binaries` and waits until the API server is ready. On failure, whatever was started
 /// is stopped; the directory is removed, but for a server that failed, whose log is kept.
-pub(crate) async fn launch(binaries: &Binaries) -> Result<Launched, Error> {
+///
+/// With `plane`, the control plane too ([`control_plane::start`]), with that many nodes.
+pub(crate) async fn launch(
+    binaries: &Binaries,
+    plane: Option<(&ControlPlaneBinaries, u32)>,
+) -> Result<Launched, Error> {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let name = format!(
         "kube-fsm-envtest-{}-{}",
@@ -66,7 +72,16 @@ pub(crate) async fn launch(binaries: &Binaries) -> Result<Launched, Error> {
     )?;
 
     let client = client(&files.kubeconfig).await?;
-    if let Err(failed) = wait_ready(&mut servers, &client).await {
+    let started = match wait_ready(&mut servers, &client).await {
+        Ok(()) => match plane {
+            Some((plane, nodes)) => {
+                control_plane::start(&mut servers, plane, &files, &client, nodes).await
+            }
+            None => Ok(()),
+        },
+        Err(failed) => Err(failed),
+    };
+    if let Err(failed) = started {
         // The error names a log in it.
         servers.keep();
         return Err(failed);
@@ -104,21 +119,22 @@ fn apiserver_args(etcd_url: &str, port: u16, files: &Files) -> Vec<String> {
     ]
 }
 
-/// Three distinct free ports on 127.0.0.1 (each bound, to be told one, then released).
-fn free_ports() -> Result<[u16; 3], Error> {
+/// `N` distinct free ports on 127.0.0.1 (each bound, to be told one, then released).
+pub(crate) fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
     let io = |source| Error::Io {
         action: "find a free port on 127.0.0.1".into(),
         source,
     };
-    let bind = || TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(io);
-    // All three held at once, so that they differ.
-    let listeners = [bind()?, bind()?, bind()?];
-    let port = |l: &TcpListener| l.local_addr().map(|a| a.port()).map_err(io);
-    Ok([
-        port(&listeners[0])?,
-        port(&listeners[1])?,
-        port(&listeners[2])?,
-    ])
+    // All held at once, so that they differ.
+    let mut listeners = Vec::with_capacity(N);
+    for _ in 0..N {
+        listeners.push(TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(io)?);
+    }
+    let mut ports = [0; N];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr().map_err(io)?.port();
+    }
+    Ok(ports)
 }
 
 /// A client from the kubeconfig file `path`, as a user's child process would read it.

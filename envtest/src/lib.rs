@@ -4,9 +4,18 @@
 //!
 //! [`TestCluster::start`] starts `etcd` and `kube-apiserver` on free loopback ports, with
 //! fresh certificates and an admin token, in a temporary directory; dropping the
-//! [`TestCluster`] stops both and removes the directory. No kubelet, controller-manager or
-//! scheduler runs: objects are stored and validated, CRDs are served, nothing else acts on
-//! them (no garbage collection, no namespace finalisation, no pods running).
+//! [`TestCluster`] stops both and removes the directory. By default no kubelet,
+//! controller-manager or scheduler runs: objects are stored and validated, CRDs are served,
+//! nothing else acts on them (no garbage collection, no namespace finalisation, no pods
+//! running), and it starts in about 3 s.
+//!
+//! For workloads, [`TestCluster::builder`] adds the control plane: `.controllers()` runs
+//! kube-controller-manager (garbage collection, namespaces, Deployments, ReplicaSets,
+//! StatefulSets, Jobs, EndpointSlices …) and kube-scheduler; `.nodes(n)` also runs kwok with
+//! `n` simulated nodes, on which scheduled pods become Running and Ready and Job pods
+//! complete. [`TestCluster::remove_node`] takes a node away. The programs come from the same
+//! place as the API server (below); kube-fsm's `scripts/envtest start --version current
+//! --control-plane` builds them into its cache.
 //!
 //! Where the API server comes from, in this order:
 //! 1. `USE_EXISTING_CLUSTER=true` (controller-runtime's variable) or
@@ -42,6 +51,7 @@
 //! # fn main() {}
 //! ```
 
+mod control_plane;
 mod credentials;
 mod error;
 mod launch;
@@ -51,15 +61,113 @@ mod source;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 pub use error::Error;
 pub use source::Source;
 
 use process::Servers;
+
+/// How a [`TestCluster`] is started: the bare API server ([`Builder::default`]), or with the
+/// control plane. From [`TestCluster::builder`].
+#[derive(Clone, Debug, Default)]
+#[must_use]
+pub struct Builder {
+    controllers: bool,
+    nodes: u32,
+    assets: Option<PathBuf>,
+}
+
+impl Builder {
+    /// Also run kube-controller-manager (every default controller: garbage collection,
+    /// namespaces, Deployments, ReplicaSets, StatefulSets, Jobs, EndpointSlices …) and
+    /// kube-scheduler.
+    pub fn controllers(mut self) -> Self {
+        self.controllers = true;
+        self
+    }
+
+    /// Also run kwok with `n` simulated nodes (`kwok-node-0` …), Ready before the cluster is
+    /// returned: pods scheduled onto them become Running and Ready, Job pods complete,
+    /// deleted pods go. Implies [`Builder::controllers`].
+    pub fn nodes(mut self, n: u32) -> Self {
+        self.controllers = true;
+        self.nodes = n;
+        self
+    }
+
+    /// Takes the binaries from the directory `dir` (setup-envtest's layout, plus
+    /// `kube-controller-manager`, `kube-scheduler`, `kwok` and `kwok.stages.yaml` for the
+    /// control plane), whatever `KUBEBUILDER_ASSETS` and the cache say — as controller-runtime's
+    /// `BinaryAssetsDirectory`. `USE_EXISTING_CLUSTER` still wins.
+    pub fn assets(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.assets = Some(dir.into());
+        self
+    }
+
+    /// For the test named `test`, as [`TestCluster::start`] (skips loudly when no API server is
+    /// configured).
+    ///
+    /// # Panics
+    /// As [`TestCluster::start`].
+    pub async fn start(self, test: &str) -> Option<TestCluster> {
+        match self.try_start().await {
+            Ok(cluster) => Some(cluster),
+            Err(Error::NoServer) if !required() => {
+                // On the process's stderr itself: libtest captures `eprintln!` of a passing
+                // test, so that line would not show.
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\n*** SKIPPED {test}: {}\n",
+                    Error::NoServer
+                );
+                None
+            }
+            Err(Error::NoServer) => {
+                panic!(
+                    "{test}: KUBE_FSM_REQUIRE_CLUSTER=1 forbids skipping. {}",
+                    Error::NoServer
+                )
+            }
+            Err(err) => panic!("{test}: {err}"),
+        }
+    }
+
+    /// As [`TestCluster::try_start`], with the control plane asked for (a user's own cluster
+    /// is taken as it is: it has its own).
+    ///
+    /// # Errors
+    /// As [`TestCluster::try_start`]; [`Error::ControlPlane`] when a program of the control
+    /// plane is missing where the API server was found; [`Error::Start`] when one exits or the
+    /// nodes are not Ready within 60 s.
+    pub async fn try_start(self) -> Result<TestCluster, Error> {
+        let found = source::resolve(|name| match (name, &self.assets) {
+            ("KUBEBUILDER_ASSETS", Some(dir)) => Some(dir.clone().into_os_string()),
+            _ => std::env::var_os(name),
+        })?;
+        let Some(binaries) = found.binaries else {
+            return TestCluster::existing(found.source).await;
+        };
+        let plane = match (&found.source, self.controllers) {
+            (Source::Binaries { dir, .. }, true) => {
+                Some(control_plane::ControlPlaneBinaries::in_dir(dir)?)
+            }
+            _ => None,
+        };
+        let launched =
+            launch::launch(&binaries, plane.as_ref().map(|plane| (plane, self.nodes))).await?;
+        Ok(TestCluster {
+            client: launched.client,
+            kubeconfig: launched.kubeconfig,
+            source: found.source,
+            servers: Some(launched.servers),
+        })
+    }
+}
 
 /// A Kubernetes API server for a test: started for it (stopped when dropped), or the user's
 /// own cluster.
@@ -95,27 +203,12 @@ impl TestCluster {
     /// When none is configured and `KUBE_FSM_REQUIRE_CLUSTER=1` (CI: never skip), and when one
     /// is configured but cannot be started or reached.
     pub async fn start(test: &str) -> Option<TestCluster> {
-        match Self::try_start().await {
-            Ok(cluster) => Some(cluster),
-            Err(Error::NoServer) if !required() => {
-                // On the process's stderr itself: libtest captures `eprintln!` of a passing
-                // test, so that line would not show.
-                use std::io::Write;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "\n*** SKIPPED {test}: {}\n",
-                    Error::NoServer
-                );
-                None
-            }
-            Err(Error::NoServer) => {
-                panic!(
-                    "{test}: KUBE_FSM_REQUIRE_CLUSTER=1 forbids skipping. {}",
-                    Error::NoServer
-                )
-            }
-            Err(err) => panic!("{test}: {err}"),
-        }
+        Builder::default().start(test).await
+    }
+
+    /// How to start one with the control plane: `TestCluster::builder().nodes(3).start(test)`.
+    pub fn builder() -> Builder {
+        Builder::default()
     }
 
     /// The cluster the environment names (see the crate documentation for the order): the
@@ -127,17 +220,105 @@ impl TestCluster {
     /// [`Error::NoServer`] when none is configured; others when it cannot be reached or
     /// started (with the end of the failing server's log).
     pub async fn try_start() -> Result<TestCluster, Error> {
-        let found = source::resolve(|name| std::env::var_os(name))?;
-        let Some(binaries) = found.binaries else {
-            return Self::existing(found.source).await;
-        };
-        let launched = launch::launch(&binaries).await?;
-        Ok(TestCluster {
-            client: launched.client,
-            kubeconfig: launched.kubeconfig,
-            source: found.source,
-            servers: Some(launched.servers),
-        })
+        Builder::default().try_start().await
+    }
+
+    /// Adds a simulated node named `name` (kwok manages it; started with
+    /// [`Builder::nodes`]) and waits (at most 30 s) until it is Ready.
+    ///
+    /// # Errors
+    /// When the API server refuses it, or it is not Ready in time.
+    pub async fn add_node(&self, name: &str) -> Result<(), Error> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let before = control_plane::ready_nodes(&api).await;
+        control_plane::add_node(&api, name).await?;
+        let start = Instant::now();
+        while control_plane::ready_nodes(&api).await <= before {
+            if start.elapsed() > Duration::from_secs(30) {
+                return Err(Error::Api {
+                    action: format!("make the node {name} Ready within 30 s"),
+                    source: kube::Error::Service("kwok did not mark it Ready".into()),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    /// Drains the node `name` and takes it away, as `kubectl drain` then a machine's removal
+    /// do: it is cordoned, each of its pods evicted (the Eviction API: PodDisruptionBudgets
+    /// are respected, retried until they allow it, at most 60 s), then its Node object is
+    /// deleted. Their owners make new pods on the nodes left (a few seconds).
+    ///
+    /// # Errors
+    /// When the API server refuses a request, or an eviction is still refused after 60 s.
+    pub async fn drain_node(&self, name: &str) -> Result<(), Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let failed = |action: String| move |source| Error::Api { action, source };
+        let cordon = serde_json::json!({ "spec": { "unschedulable": true } });
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&cordon))
+            .await
+            .map_err(failed(format!("cordon the node {name}")))?;
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(self.client.clone());
+        let on_node = ListParams::default().fields(&format!("spec.nodeName={name}"));
+        let start = Instant::now();
+        loop {
+            let left = pods
+                .list(&on_node)
+                .await
+                .map_err(failed(format!("list the pods of {name}")))?;
+            let live: Vec<_> = left
+                .items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            if live.is_empty() {
+                break;
+            }
+            for pod in live {
+                let (Some(ns), Some(pod_name)) = (&pod.metadata.namespace, &pod.metadata.name)
+                else {
+                    continue;
+                };
+                let api: Api<k8s_openapi::api::core::v1::Pod> =
+                    Api::namespaced(self.client.clone(), ns);
+                match api
+                    .evict(pod_name, &kube::api::EvictParams::default())
+                    .await
+                {
+                    // 429: a PodDisruptionBudget does not allow it yet.
+                    Ok(_) | Err(kube::Error::Api(_)) => {}
+                    Err(err) => return Err(failed(format!("evict {ns}/{pod_name}"))(err)),
+                }
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err(Error::Api {
+                    action: format!("drain the node {name} within 60 s"),
+                    source: kube::Error::Service("evictions are still refused".into()),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.remove_node(name).await
+    }
+
+    /// Takes the node `name` away without draining it, as a machine that is suddenly gone:
+    /// its Node object is deleted; the pods bound to it are collected by the controllers' pod
+    /// garbage collector (about a minute later: its quarantine), and their owners make new ones
+    /// on the nodes left.
+    ///
+    /// # Errors
+    /// When the API server refuses the deletion.
+    pub async fn remove_node(&self, name: &str) -> Result<(), Error> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.delete(name, &kube::api::DeleteParams::default())
+            .await
+            .map(drop)
+            .map_err(|source| Error::Api {
+                action: format!("delete the node {name}"),
+                source,
+            })
     }
 
     /// The user's cluster, if it answers.

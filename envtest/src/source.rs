@@ -134,7 +134,7 @@ fn on_path(path: OsString, name: &str) -> Option<PathBuf> {
 }
 
 /// Of `names`, the one `PREFIX` + the highest version (compared numerically, part by part).
-fn newest<'a>(names: impl Iterator<Item = &'a str>, prefix: &str) -> Option<&'a str> {
+pub(crate) fn newest<'a>(names: impl Iterator<Item = &'a str>, prefix: &str) -> Option<&'a str> {
     names
         .filter_map(|name| Some((version(name.strip_prefix(prefix)?)?, name)))
         .max()
