@@ -5,11 +5,14 @@
 //!   ConfigMap each, written for API economy;
 //! - [`riskengine`]: the `RiskEngine` of a multi-tenant platform driven by
 //!   `specs/riskengine.yaml`: a version allow-list in the platform's namespace, children that
-//!   must not leak across tenants.
+//!   must not leak across tenants;
+//! - [`migration`]: a schema `Migration` driven by `specs/migration.yaml`, run as a Job: it
+//!   waits for a person's approval and ends as the Job's own status says.
 //!
 //! The examples' `main`s run them on the library's command line (`kube_fsm_app::App`).
 
 pub mod database;
+pub mod migration;
 pub mod riskengine;
 
 /// The book's chapters (`book/src`): their Rust snippets compile as this crate's doctests.

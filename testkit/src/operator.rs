@@ -58,19 +58,30 @@ impl Running {
     /// Shuts down gracefully (in-flight reconciles finish; a held Lease is released).
     ///
     /// # Panics
-    /// When the operator panicked, or did not stop within 10 s: a test must not pass over
-    /// either.
+    /// When the operator panicked, or did not stop within 30 s (the default drain, 20 s, plus
+    /// the Lease release's bound, 5 s, and slack): a test must not pass over either. A stop
+    /// slower than 10 s is said on stderr (uncaptured) with its time: the tests' operators
+    /// stop in 2 s or less when the API server is not loaded.
     pub async fn stop(self) {
+        let asked = std::time::Instant::now();
         let _ = self.stop.send(());
-        match tokio::time::timeout(std::time::Duration::from_secs(10), self.task).await {
+        match tokio::time::timeout(std::time::Duration::from_secs(30), self.task).await {
             Ok(Ok(_)) => {}
             Ok(Err(err)) if err.is_panic() => {
                 std::panic::resume_unwind(err.into_panic());
             }
             Ok(Err(err)) => panic!("the operator's task ended abnormally: {err}"),
             Err(elapsed) => {
-                panic!("the operator did not stop within 10 s of its shutdown signal ({elapsed})")
+                panic!("the operator did not stop within 30 s of its shutdown signal ({elapsed})")
             }
+        }
+        let took = asked.elapsed();
+        if took > std::time::Duration::from_secs(10) {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "*** SLOW STOP: an operator took {took:?} to stop after its shutdown signal"
+            );
         }
     }
 
