@@ -138,16 +138,23 @@ async fn the_operator_serves_its_metrics() {
     for name in ["a", "b"] {
         wait_running(&api, name).await;
     }
+    // Both Running in the cache, and the reconcile of the change that says so counted (it may
+    // still be under way when the cache already has the object).
     let metrics = eventually(Duration::from_secs(10), || async {
         let text = http_get(addr, "/metrics").await?;
-        (sample(
+        let running = sample(
             &text,
             "kube_fsm_objects{machine=\"Database\",phase=\"Running\"}",
-        ) == Some(2.0))
-        .then_some(text)
+        ) == Some(2.0);
+        let settled = sample(
+            &text,
+            "controller_runtime_reconcile_total{controller=\"database\",result=\"success\"}",
+        )
+        .is_some_and(|v| v >= 1.0);
+        (running && settled).then_some(text)
     })
     .await
-    .expect("/metrics shows both objects Running");
+    .expect("/metrics shows both objects Running, and a reconcile that settled");
     let expect = [
         (
             "kube_fsm_transitions_total{machine=\"Database\",from=\"Pending\",to=\"Provisioning\"}",
