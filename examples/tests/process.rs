@@ -529,6 +529,42 @@ async fn freeze_the_leader(client: &Client, log: &std::path::Path) -> (usize, us
     (before, after)
 }
 
+/// The webhook policy both webhook tests serve (only the operator enters Failed), written to a
+/// file of `ns`'s name.
+fn webhook_policy(ns: &str) -> std::path::PathBuf {
+    let policy = std::env::temp_dir().join(format!("{ns}-policy.yaml"));
+    std::fs::write(
+        &policy,
+        "operator:\n  fieldManagers: [kube-fsm]\n  trustFieldManagers: true\nplatform:\n  - onlyOperatorEnters: [Failed]\n",
+    )
+    .expect("policy file");
+    policy
+}
+
+/// The `database` example in `ns`, metrics at `addr`, serving and registering its webhook
+/// (`policy`) for `ns` alone.
+fn webhook_operator(ns: &str, addr: SocketAddr, policy: &std::path::Path) -> Command {
+    let label = format!("{}={ns}", kube_fsm_testkit::admission::SCOPE_LABEL);
+    let policy_flag = format!("Database={}", policy.to_string_lossy());
+    command(
+        "database",
+        &[
+            "--namespace",
+            ns,
+            "--metrics-addr",
+            &addr.to_string(),
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--webhook-register",
+            "bound",
+            "--webhook-namespace-label",
+            &label,
+            "--webhook-policy",
+            &policy_flag,
+        ],
+    )
+}
+
 /// Held by each test that registers the example's webhook: the registration has one name.
 static WEBHOOK_REGISTRATION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -542,32 +578,11 @@ async fn the_operator_serves_its_admission_webhook_and_reports_it_in_healthz() {
     let _registration = WEBHOOK_REGISTRATION.lock().await;
     install_crd(&client).await;
     let ns = kube_fsm_testkit::admission::namespace(&client, "fsm-webhook", &[]).await;
-    let policy = std::env::temp_dir().join(format!("{ns}-policy.yaml"));
-    std::fs::write(
-        &policy,
-        "operator:\n  fieldManagers: [kube-fsm]\n  trustFieldManagers: true\nplatform:\n  - onlyOperatorEnters: [Failed]\n",
-    )
-    .expect("policy file");
+    let policy = webhook_policy(&ns);
     let addr = free_port();
-    let label = format!("{}={ns}", kube_fsm_testkit::admission::SCOPE_LABEL);
-    let policy_flag = format!("Database={}", policy.to_string_lossy());
-    let _operator = operator(
-        "database",
-        &[
-            "--namespace",
-            &ns,
-            "--metrics-addr",
-            &addr.to_string(),
-            "--webhook-addr",
-            "127.0.0.1:0",
-            "--webhook-register",
-            "bound",
-            "--webhook-namespace-label",
-            &label,
-            "--webhook-policy",
-            &policy_flag,
-        ],
-    );
+    let _operator = webhook_operator(&ns, addr, &policy)
+        .spawn()
+        .expect("operator starts");
     eventually(Duration::from_secs(30), || http_get(addr, "/healthz"))
         .await
         .expect("/healthz answers ok once the webhook serves");
@@ -665,12 +680,7 @@ async fn a_webhook_cut_off_from_the_api_server_stays_ready_and_keeps_reviewing()
     let _registration = WEBHOOK_REGISTRATION.lock().await;
     install_crd(&client).await;
     let ns = kube_fsm_testkit::admission::namespace(&client, "fsm-webhook-cut", &[]).await;
-    let policy = std::env::temp_dir().join(format!("{ns}-policy.yaml"));
-    std::fs::write(
-        &policy,
-        "operator:\n  fieldManagers: [kube-fsm]\n  trustFieldManagers: true\nplatform:\n  - onlyOperatorEnters: [Failed]\n",
-    )
-    .expect("policy file");
+    let policy = webhook_policy(&ns);
     let config = kube::Config::infer().await.expect("kubeconfig");
     let upstream: SocketAddr = config
         .cluster_url
@@ -681,25 +691,7 @@ async fn a_webhook_cut_off_from_the_api_server_stays_ready_and_keeps_reviewing()
         .expect("a loopback host:port");
     let proxy = kube_fsm_testkit::proxy::Proxy::start(upstream).await;
     let addr = free_port();
-    let label = format!("{}={ns}", kube_fsm_testkit::admission::SCOPE_LABEL);
-    let policy_flag = format!("Database={}", policy.to_string_lossy());
-    let mut command = command(
-        "database",
-        &[
-            "--namespace",
-            &ns,
-            "--metrics-addr",
-            &addr.to_string(),
-            "--webhook-addr",
-            "127.0.0.1:0",
-            "--webhook-register",
-            "bound",
-            "--webhook-namespace-label",
-            &label,
-            "--webhook-policy",
-            &policy_flag,
-        ],
-    );
+    let mut command = webhook_operator(&ns, addr, &policy);
     command.env("KUBECONFIG", kubeconfig_through(proxy.addr()));
     let _operator = command.spawn().expect("operator starts");
     eventually(Duration::from_secs(30), || http_get(addr, "/healthz"))
