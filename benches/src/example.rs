@@ -36,7 +36,7 @@ pub fn sibling(name: &str) -> Result<PathBuf, BoxError> {
 /// Installs the example's CRD with the tests' helper ([`cluster::install_crd`]: create or
 /// replace, wait until Established; the API server refusing it panics, as in the tests).
 pub async fn install_crd(client: &Client) {
-    cluster::install_crd(client, kube_fsm_examples::database::crd()).await;
+    cluster::install_crd(client, kube_fsm_examples::stand_in::crd()).await;
 }
 
 /// A loopback address with a port free right now (for an operator's `--metrics-addr`).

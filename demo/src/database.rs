@@ -1,16 +1,18 @@
-//! `demo`: install the CRD, create N Databases, run the operator in-process, print each
-//! transition as the API server stores it, and clean up.
+//! `demo`: install the CRDs, create N Databases, run the operator in-process, print each
+//! transition as the API server stores it while their StatefulSets' pods become ready, take
+//! a node away and bring one back, run two migrations as Jobs, and clean up.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use kube::Client;
 
-use kube_fsm_examples::database::{self, DatabasePhase, DatabaseStatus, Handlers};
+use kube_fsm_examples::database::{self, DatabasePhase, DatabaseStatus};
+use kube_fsm_examples::migration;
 use kube_fsm_testkit::operator::Running;
 
 use crate::tracker::{Snapshot, Tracker};
-use crate::{BoxError, cluster, webhook};
+use crate::{BoxError, cluster, node_loss, webhook};
 
 /// Options of `demo`.
 #[derive(Clone, Debug)]
@@ -19,6 +21,8 @@ pub struct DemoOptions {
     pub webhook: bool,
     /// How many Databases to create.
     pub objects: usize,
+    /// How many replicas each runs (one per node).
+    pub replicas: u32,
     /// Where to create them.
     pub namespace: String,
     /// How long all of them may take to reach Running.
@@ -32,18 +36,32 @@ pub struct DemoOptions {
 /// Runs the demo; exits 0 when every object reached Running and was cleaned up.
 pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
     let start = Instant::now();
-    let client = Client::try_default().await?;
+    let client = cluster::client().await?;
     let server = client.apiserver_version().await?;
     let ns = options.namespace.as_str();
+    let nodes = cluster::schedulable_nodes(&client).await?;
     println!(
-        "kube-fsm demo: {} Database objects in namespace {ns} (Kubernetes {}.{})",
-        options.objects, server.major, server.minor
+        "kube-fsm demo: {} Databases of {} replica(s) in namespace {ns} (Kubernetes {}.{}, {nodes} node(s))",
+        options.objects, options.replicas, server.major, server.minor
     );
+    if nodes < options.replicas as usize {
+        return Err(format!(
+            "the cluster has {nodes} node(s) that take pods, and each Database runs one replica \
+             per node: with fewer than {} its pods never all run (scripts/demo starts a local \
+             control plane with 3 simulated nodes when no cluster is configured; or pass \
+             --replicas {nodes})",
+            options.replicas
+        )
+        .into());
+    }
     cluster::install_crd(&client, database::crd()).await?;
+    cluster::install_crd(&client, migration::crd()).await?;
     cluster::ensure_namespace(&client, ns).await?;
     println!(
         "CRD databases.example.kube-fsm.dev is Established; starting the operator\n\
-         machine: Pending -Accept-> Provisioning -when PodsReady-> Running (finalizer example.com/cleanup)"
+         machine: Pending -Accept-> Provisioning -when PodsReady && ServiceAvailable-> Running \
+         -when !PodsReady-> Degraded; each Database owns a StatefulSet, its headless Service and \
+         a credentials Secret, and its conditions come from their status"
     );
 
     let webhook = if options.webhook {
@@ -65,13 +83,13 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
         println!("the watch of Databases has not listed yet; creating them anyway");
     }
     let operator = (!options.shared).then(|| {
-        Running::spawn(database::operator(
-            client.clone(),
-            Handlers::new(),
-            Some(ns),
-        ))
+        Running::manager(
+            kube_fsm::Manager::new(client.clone())
+                .machine(database::operator(client.clone(), Some(ns)))
+                .machine(migration::operator(client.clone(), Some(ns))),
+        )
     });
-    cluster::create_databases(&client, ns, options.objects, 16).await?;
+    cluster::create_databases(&client, ns, options.objects, options.replicas, 16).await?;
 
     let mut snapshots = tracker.snapshots.clone();
     let all_running = snapshots.wait_for(|s| s.count(DatabasePhase::Running) >= options.objects);
@@ -94,21 +112,12 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
                 snapshot.status_changes,
                 ratio(snapshot.status_changes, options.objects),
             );
-            match &webhook {
-                Some(_) => match illegal_patch_is_refused(
-                    &client,
-                    ns,
-                    &cluster::object_name(0, options.objects),
-                )
-                .await
-                {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(err) => {
-                        eprintln!("error: {err}");
-                        ExitCode::FAILURE
-                    }
-                },
-                None => ExitCode::SUCCESS,
+            match day_two(&client, ns, &options, &tracker, webhook.is_some()).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    ExitCode::FAILURE
+                }
             }
         }
         Outcome::TimedOut => {
@@ -146,6 +155,23 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, BoxError> {
         code = ExitCode::FAILURE;
     }
     Ok(code)
+}
+
+/// Once every Database runs: the webhook's refusal (with `--webhook`), a node taken away and
+/// one back, and two migrations.
+async fn day_two(
+    client: &Client,
+    ns: &str,
+    options: &DemoOptions,
+    tracker: &Tracker,
+    webhook: bool,
+) -> Result<(), BoxError> {
+    let first = cluster::object_name(0, options.objects);
+    if webhook {
+        illegal_patch_is_refused(client, ns, &first).await?;
+    }
+    node_loss::run(client, ns, &first, tracker, options.timeout).await?;
+    crate::migration::run(client, ns, options.timeout).await
 }
 
 /// What `kubectl patch --subresource=status --dry-run=server` of a move the machine has no
@@ -191,10 +217,12 @@ enum Outcome {
     Interrupted,
 }
 
-/// Deletes the Databases while the operator still runs (their cleanup handler deletes the
-/// children, then the finalizer is removed) and waits until both are gone.
+/// Deletes the Databases while the operator still runs (it removes their finalizer), waits
+/// until they are gone, and until the garbage collector has taken their workloads.
 async fn clean_up(client: &Client, ns: &str, tracker: &Tracker) -> Result<(), BoxError> {
-    println!("deleting the Databases; the cleanup handler deletes their ConfigMaps");
+    println!(
+        "deleting the Databases; the garbage collector takes their StatefulSets, Services, Secrets and pods"
+    );
     cluster::delete_databases(client, ns).await?;
     let mut snapshots = tracker.snapshots.clone();
     tokio::time::timeout(
@@ -203,11 +231,22 @@ async fn clean_up(client: &Client, ns: &str, tracker: &Tracker) -> Result<(), Bo
     )
     .await
     .map_err(|_| "Databases still present 60 s after deletion")??;
-    let children = cluster::count_children(client, ns).await?;
-    if children > 0 {
-        return Err(format!("{children} child ConfigMaps left after cleanup").into());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let children = cluster::count_children(client, ns).await?;
+        if children == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{children} StatefulSets, Services or Secrets of the Databases are left 60 s \
+                 after them: does this cluster run a garbage collector?"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    println!("all Databases and their ConfigMaps are gone; stopping the operator");
+    println!("all Databases and their workloads are gone; stopping the operator");
     Ok(())
 }
 

@@ -9,6 +9,8 @@
 
 mod cluster;
 mod database;
+mod migration;
+mod node_loss;
 mod riskengine;
 mod tracker;
 mod webhook;
@@ -40,6 +42,9 @@ struct Demo {
     /// How many Databases to create.
     #[arg(long, default_value_t = 5)]
     objects: usize,
+    /// How many replicas each Database runs (one per node: at most the cluster's nodes).
+    #[arg(long, default_value_t = 3)]
+    replicas: u32,
     /// Where the Databases go (and the RiskEngine tenants' namespace prefix).
     #[arg(long, default_value = "kube-fsm-demo")]
     namespace: String,
@@ -72,6 +77,7 @@ impl Demo {
         let database = Run::Database(database::DemoOptions {
             webhook: self.webhook,
             objects: self.objects,
+            replicas: self.replicas,
             namespace: self.namespace.clone(),
             timeout,
             keep: self.keep,
@@ -116,20 +122,18 @@ async fn together(
     database: database::DemoOptions,
     risk: riskengine::RiskDemoOptions,
 ) -> Result<ExitCode, BoxError> {
-    use kube_fsm_examples::{database as db, riskengine as re};
-    let client = kube::Client::try_default().await?;
+    use kube_fsm_examples::{database as db, migration as mig, riskengine as re};
+    let client = cluster::client().await?;
     cluster::install_crd(&client, db::crd()).await?;
+    cluster::install_crd(&client, mig::crd()).await?;
     cluster::install_crd(&client, re::crd()).await?;
     cluster::ensure_namespace(&client, &database.namespace).await?;
     let handlers = re::Handlers::new(risk.platform_namespace.clone());
     let manager = kube_fsm::Manager::new(client.clone())
-        .machine(db::operator(
-            client.clone(),
-            db::Handlers::new(),
-            Some(&database.namespace),
-        ))
+        .machine(db::operator(client.clone(), Some(&database.namespace)))
+        .machine(mig::operator(client.clone(), Some(&database.namespace)))
         .machine(re::operator(client.clone(), handlers));
-    println!("one operator process runs both machines (one Manager); both demos at once");
+    println!("one operator process runs the three machines (one Manager); both demos at once");
     let operator = kube_fsm_testkit::operator::Running::manager(manager);
     let (database, risk) = futures::join!(database::run(database), riskengine::run(risk));
     operator.stop().await;

@@ -53,7 +53,7 @@ const ENGINES: [(&str, &str, &str); 7] = [
 /// Runs the demo; exits 0 when every step showed what it should.
 pub async fn run(options: RiskDemoOptions) -> Result<ExitCode, BoxError> {
     let start = Instant::now();
-    let client = Client::try_default().await?;
+    let client = cluster::client().await?;
     let tenants: Vec<String> = ["a", "b", "c"]
         .iter()
         .map(|t| format!("{}-tenant-{t}", options.prefix))

@@ -1,5 +1,6 @@
 //! Watches the Databases of a namespace from the outside, as a user would: prints each phase
-//! transition as it happens and counts the distinct statuses the API server stored.
+//! transition as it happens (and what `PodsReady` says of the replicas), and counts the
+//! distinct statuses the API server stored.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -172,6 +173,16 @@ impl State {
             return;
         }
         snapshot.status_changes += 1;
+        let pods = |status: Option<&DatabaseStatus>| {
+            status
+                .and_then(|s| s.machine.condition("PodsReady"))
+                .map(|c| c.message.clone())
+        };
+        if let Some(message) = pods(status.as_ref())
+            && pods(previous.as_ref()).as_ref() != Some(&message)
+        {
+            self.say(&format!("{name}: {message}"));
+        }
         let (before, after) = (phase_text(previous.as_ref()), phase_text(status.as_ref()));
         if before != after {
             snapshot.transitions += 1;

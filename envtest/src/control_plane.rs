@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{ListParams, PostParams};
+
 use kube::{Api, Client};
 
 use crate::Error;
@@ -16,9 +16,6 @@ use crate::process::Servers;
 
 /// How long the nodes have to become Ready once kwok runs.
 const READY_WITHIN: Duration = Duration::from_secs(60);
-
-/// The label every simulated node carries (kwokctl's).
-pub(crate) const NODE_LABEL: &str = "type=kwok";
 
 /// The three programs and kwok's stages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,51 +134,9 @@ pub(crate) async fn start(
     )?;
     let api: Api<Node> = Api::all(client.clone());
     for i in 0..nodes {
-        add_node(&api, &format!("kwok-node-{i}")).await?;
+        crate::nodes::create(&api, &format!("kwok-node-{i}")).await?;
     }
     wait_ready(servers, &api, nodes).await
-}
-
-/// Creates the simulated node `name` (kwok manages it, by its annotation).
-pub(crate) async fn add_node(api: &Api<Node>, name: &str) -> Result<(), Error> {
-    let node: Node = serde_json::from_value(serde_json::json!({
-        "metadata": {
-            "name": name,
-            "annotations": { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" },
-            "labels": {
-                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64", "type": "kwok",
-            },
-        },
-        "status": {
-            "allocatable": { "cpu": "32", "memory": "256Gi", "pods": "110" },
-            "capacity": { "cpu": "32", "memory": "256Gi", "pods": "110" },
-        },
-    }))
-    .expect("a Node");
-    api.create(&PostParams::default(), &node)
-        .await
-        .map(drop)
-        .map_err(|source| Error::Api {
-            action: format!("create the simulated node {name}"),
-            source,
-        })
-}
-
-/// How many of the simulated nodes are Ready.
-pub(crate) async fn ready_nodes(api: &Api<Node>) -> usize {
-    let Ok(list) = api.list(&ListParams::default().labels(NODE_LABEL)).await else {
-        return 0;
-    };
-    list.items
-        .iter()
-        .filter(|node| {
-            node.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .count()
 }
 
 /// Waits until `nodes` simulated nodes are Ready; an error when a process exits first or
@@ -192,7 +147,7 @@ async fn wait_ready(servers: &mut Servers, api: &Api<Node>, nodes: u32) -> Resul
         if let Some(exited) = servers.exited() {
             return Err(exited);
         }
-        if ready_nodes(api).await >= nodes as usize {
+        if crate::nodes::ready_count(api).await >= nodes as usize {
             return Ok(());
         }
         if start.elapsed() > READY_WITHIN {

@@ -55,15 +55,16 @@ mod control_plane;
 mod credentials;
 mod error;
 mod launch;
+pub mod nodes;
 mod process;
 mod source;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 pub use error::Error;
@@ -229,20 +230,7 @@ impl TestCluster {
     /// # Errors
     /// When the API server refuses it, or it is not Ready in time.
     pub async fn add_node(&self, name: &str) -> Result<(), Error> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let before = control_plane::ready_nodes(&api).await;
-        control_plane::add_node(&api, name).await?;
-        let start = Instant::now();
-        while control_plane::ready_nodes(&api).await <= before {
-            if start.elapsed() > Duration::from_secs(30) {
-                return Err(Error::Api {
-                    action: format!("make the node {name} Ready within 30 s"),
-                    source: kube::Error::Service("kwok did not mark it Ready".into()),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Ok(())
+        nodes::add(&self.client, name).await
     }
 
     /// Drains the node `name` and takes it away, as `kubectl drain` then a machine's removal
@@ -253,54 +241,7 @@ impl TestCluster {
     /// # Errors
     /// When the API server refuses a request, or an eviction is still refused after 60 s.
     pub async fn drain_node(&self, name: &str) -> Result<(), Error> {
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let failed = |action: String| move |source| Error::Api { action, source };
-        let cordon = serde_json::json!({ "spec": { "unschedulable": true } });
-        nodes
-            .patch(name, &PatchParams::default(), &Patch::Merge(&cordon))
-            .await
-            .map_err(failed(format!("cordon the node {name}")))?;
-        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(self.client.clone());
-        let on_node = ListParams::default().fields(&format!("spec.nodeName={name}"));
-        let start = Instant::now();
-        loop {
-            let left = pods
-                .list(&on_node)
-                .await
-                .map_err(failed(format!("list the pods of {name}")))?;
-            let live: Vec<_> = left
-                .items
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            if live.is_empty() {
-                break;
-            }
-            for pod in live {
-                let (Some(ns), Some(pod_name)) = (&pod.metadata.namespace, &pod.metadata.name)
-                else {
-                    continue;
-                };
-                let api: Api<k8s_openapi::api::core::v1::Pod> =
-                    Api::namespaced(self.client.clone(), ns);
-                match api
-                    .evict(pod_name, &kube::api::EvictParams::default())
-                    .await
-                {
-                    // 429: a PodDisruptionBudget does not allow it yet.
-                    Ok(_) | Err(kube::Error::Api(_)) => {}
-                    Err(err) => return Err(failed(format!("evict {ns}/{pod_name}"))(err)),
-                }
-            }
-            if start.elapsed() > Duration::from_secs(60) {
-                return Err(Error::Api {
-                    action: format!("drain the node {name} within 60 s"),
-                    source: kube::Error::Service("evictions are still refused".into()),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        self.remove_node(name).await
+        nodes::drain(&self.client, name).await
     }
 
     /// Takes the node `name` away without draining it, as a machine that is suddenly gone:
@@ -311,14 +252,7 @@ impl TestCluster {
     /// # Errors
     /// When the API server refuses the deletion.
     pub async fn remove_node(&self, name: &str) -> Result<(), Error> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        api.delete(name, &kube::api::DeleteParams::default())
-            .await
-            .map(drop)
-            .map_err(|source| Error::Api {
-                action: format!("delete the node {name}"),
-                source,
-            })
+        nodes::remove(&self.client, name).await
     }
 
     /// The user's cluster, if it answers.

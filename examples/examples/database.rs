@@ -1,5 +1,6 @@
 //! The Database operator alone: `specs/database.yaml`'s machine and the handlers of
-//! `src/database.rs` (one child ConfigMap per Database, written for API economy), on the
+//! `src/database/` (a StatefulSet, its headless Service and credentials per Database, its
+//! conditions from what their controllers report), on the
 //! library's command line (`/metrics`, `/healthz`, `/readyz`, `/machine`, leader election or
 //! shards, the admission webhook). The `operator` example runs it beside the RiskEngine.
 //!
@@ -12,10 +13,10 @@
 use std::process::ExitCode;
 
 use kube_fsm_app::App;
-use kube_fsm_examples::database::{self, Handlers};
+use kube_fsm_examples::database;
 
 fn main() -> ExitCode {
     App::new("kube-fsm-examples")
-        .machine(|client| database::operator(client, Handlers::new(), None))
+        .machine(|client| database::operator(client, None))
         .run()
 }

@@ -1,7 +1,8 @@
-//! Both example machines in one operator process: the Database (`specs/database.yaml`) and
-//! the RiskEngine (`specs/riskengine.yaml`) run in one Manager, sharing one ConfigMap watch,
-//! one Lease (or one shard set), one endpoint and one admission webhook; the library's
-//! command line does the rest.
+//! The example machines in one operator process: the Database (`specs/database.yaml`), the
+//! RiskEngine (`specs/riskengine.yaml`) and the Migration (`specs/migration.yaml`) run in one
+//! Manager, sharing one watch per kind (the Database's and the RiskEngine's Secrets), one
+//! Lease (or one shard set), one endpoint and one admission webhook; the library's command
+//! line does the rest.
 //!
 //! ```text
 //! cargo run -p kube-fsm-examples --example operator -- crd | kubectl apply -f -
@@ -16,15 +17,16 @@
 use std::process::ExitCode;
 
 use kube_fsm_app::App;
-use kube_fsm_examples::{database, riskengine};
+use kube_fsm_examples::{database, migration, riskengine};
 
 fn main() -> ExitCode {
     let platform = std::env::var("RISKENGINE_PLATFORM_NAMESPACE")
         .unwrap_or_else(|_| "kube-fsm-platform".to_owned());
     App::new("kube-fsm-examples")
-        .machine(|client| database::operator(client, database::Handlers::new(), None))
+        .machine(|client| database::operator(client, None))
         .machine(move |client| {
             riskengine::operator(client, riskengine::Handlers::new(platform.clone()))
         })
+        .machine(|client| migration::operator(client, None))
         .run()
 }

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use kube_fsm::replicas::{ShardKey, Sharding};
 use kube_fsm_examples::BoxError;
-use kube_fsm_examples::database::{self, Handlers};
+use kube_fsm_examples::database;
 use prometheus_client::registry::Registry;
 
 /// One replica of the sharded Database operator.
@@ -62,7 +62,7 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
         shards = args.shards,
         "joining"
     );
-    let operator = database::operator(client, Handlers::new(), args.namespace.as_deref())
+    let operator = database::operator(client, args.namespace.as_deref())
         .metrics(&metrics)
         .replicas(sharding);
     let (_, _server) = kube_fsm::serve::Endpoints::new(registry, operator.health())

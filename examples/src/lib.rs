@@ -1,8 +1,11 @@
 //! The example operators' machines and handlers, which the examples in `examples/` run (see
 //! their `main`s) and the demo, the tests and the benchmarks reuse:
 //!
-//! - [`database`]: a `Database` custom resource driven by `specs/database.yaml`, one child
-//!   ConfigMap each, written for API economy;
+//! - [`database`]: a `Database` custom resource driven by `specs/database.yaml`, run as a
+//!   StatefulSet with its headless Service and credentials; its conditions come from what the
+//!   StatefulSet and EndpointSlice controllers report;
+//! - [`stand_in`]: the same machine with one ConfigMap standing in for the workload, written
+//!   for API economy: the benchmarks' operator, and the tests' on a bare API server;
 //! - [`riskengine`]: the `RiskEngine` of a multi-tenant platform driven by
 //!   `specs/riskengine.yaml`: a version allow-list in the platform's namespace, children that
 //!   must not leak across tenants;
@@ -14,6 +17,7 @@
 pub mod database;
 pub mod migration;
 pub mod riskengine;
+pub mod stand_in;
 
 /// The book's chapters (`book/src`): their Rust snippets compile as this crate's doctests.
 #[cfg(doctest)]
@@ -64,4 +68,11 @@ pub fn init_logging(default: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+}
+
+/// `bytes` random bytes from the operating system's CSPRNG, as hex (credentials).
+pub(crate) fn random_hex(bytes: usize) -> Result<String, getrandom::Error> {
+    let mut buffer = vec![0u8; bytes];
+    getrandom::fill(&mut buffer)?;
+    Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -362,9 +362,7 @@ fn rendered_config(engine: &RiskEngine) -> ConfigMap {
 
 /// Fresh credentials: a token of 32 bytes from the operating system's CSPRNG, as hex.
 fn credentials(engine: &RiskEngine) -> Result<Secret, getrandom::Error> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = crate::random_hex(32)?;
     Ok(Secret {
         metadata: ObjectMeta {
             name: Some(credentials_name(engine)),

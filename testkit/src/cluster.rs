@@ -132,6 +132,27 @@ pub async fn control_plane(test: &str) -> Option<Client> {
     named(test, &path, "the control plane's API server").await
 }
 
+/// A cluster of the test's own with the control plane and `nodes` simulated nodes, for a test
+/// that takes nodes away (on the shared control plane it would evict the other tests' pods):
+/// started by `kube-fsm-envtest` from `KUBE_FSM_CONTROL_PLANE_ASSETS` (`scripts/envtest assets
+/// --version current --control-plane`, as `scripts/test` sets it), stopped when dropped; or
+/// `None` after a loud message when there are no assets and the run does not require them.
+///
+/// # Panics
+/// When `KUBE_FSM_REQUIRE_CLUSTER=1` and there are no assets, or the cluster does not start.
+pub async fn own_control_plane(test: &str, nodes: u32) -> Option<kube_fsm_envtest::TestCluster> {
+    let assets = tool(
+        test,
+        "KUBE_FSM_CONTROL_PLANE_ASSETS",
+        "export KUBE_FSM_CONTROL_PLANE_ASSETS=$(scripts/envtest assets --version current --control-plane)",
+    )?;
+    kube_fsm_envtest::TestCluster::builder()
+        .assets(assets)
+        .nodes(nodes)
+        .start(test)
+        .await
+}
+
 /// A client of the kubeconfig at `path` (`what` names its server in messages).
 async fn named(test: &str, path: &std::ffi::OsStr, what: &str) -> Option<Client> {
     let kubeconfig = kube::config::Kubeconfig::read_from(path)

@@ -107,17 +107,17 @@ pub mod resources {
 
     // The examples' machines, declared once: `Database` (`specs/database.yaml`) and
     // `RiskEngine` (`specs/riskengine.yaml`, the admission tests' second spec).
-    pub use kube_fsm_examples::database::{
+    pub use kube_fsm_examples::riskengine::{
+        RiskEngine, RiskEngineActiveNext, RiskEngineDegradedNext, RiskEngineDeployingNext,
+        RiskEngineHandler, RiskEnginePendingNext, RiskEnginePhase, RiskEngineSpec,
+        RiskEngineStatus, RiskEngineValidatingNext,
+    };
+    pub use kube_fsm_examples::stand_in::{
         Database, DatabaseCondition, DatabaseDegradedEvent, DatabaseDegradedNext,
         DatabaseDegradedTarget, DatabaseEvent, DatabaseHandler, DatabasePendingEvent,
         DatabasePendingNext, DatabasePendingTarget, DatabasePhase, DatabaseProvisioningEvent,
         DatabaseProvisioningNext, DatabaseProvisioningTarget, DatabaseRunningEvent,
         DatabaseRunningNext, DatabaseRunningTarget, DatabaseSpec, DatabaseStatus,
-    };
-    pub use kube_fsm_examples::riskengine::{
-        RiskEngine, RiskEngineActiveNext, RiskEngineDegradedNext, RiskEngineDeployingNext,
-        RiskEngineHandler, RiskEnginePendingNext, RiskEnginePhase, RiskEngineSpec,
-        RiskEngineStatus, RiskEngineValidatingNext,
     };
 
     /// A Database named `name` with version 16 and one replica, as most tests create it.

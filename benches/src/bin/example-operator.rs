@@ -12,7 +12,7 @@ use kube_fsm::Stopped;
 use kube_fsm::engine::RecordedEvents;
 use kube_fsm::replicas::{LeaderElection, ShardKey, Sharding};
 use kube_fsm_examples::BoxError;
-use kube_fsm_examples::database::{self, Handlers};
+use kube_fsm_examples::stand_in::{self, Handlers};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -77,7 +77,7 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
     let mut registry = Registry::default();
     let metrics = kube_fsm::metrics::Metrics::default();
     metrics.register(&mut registry);
-    let mut operator = database::operator(client, handlers, args.namespace.as_deref())
+    let mut operator = stand_in::operator(client, handlers, args.namespace.as_deref())
         .metrics(&metrics)
         .record_events(match args.events {
             EventsArg::All => RecordedEvents::All,

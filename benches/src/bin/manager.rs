@@ -24,8 +24,8 @@ use kube::{Api, Client};
 use kube_fsm_benches::example::{
     BoxError, apiserver_pid, free_port, http_get, process_stats, sibling,
 };
-use kube_fsm_examples::database::{Database, DatabasePhase, DatabaseSpec};
 use kube_fsm_examples::riskengine::{self, RiskEngine, RiskEnginePhase, RiskEngineSpec};
+use kube_fsm_examples::stand_in::{Database, DatabasePhase, DatabaseSpec};
 use kube_fsm_testkit::{audit, cluster};
 use tokio::process::{Child, Command};
 
@@ -209,7 +209,7 @@ async fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     let client = Client::try_default().await?;
     let log = audit::log("manager bench").ok_or("KUBE_FSM_AUDIT_LOG is unset")?;
-    cluster::install_crd(&client, kube_fsm_examples::database::crd()).await;
+    cluster::install_crd(&client, kube_fsm_examples::stand_in::crd()).await;
     cluster::install_crd(&client, riskengine::crd()).await;
     let mut runs = Vec::new();
     for _ in 0..args.rounds {

@@ -177,6 +177,26 @@ impl<R: Resource<DynamicType = ()> + Clone + 'static> Cache<R> {
         cache
     }
 
+    /// This cache with an index as `Operator::index` adds it: for unit tests of handlers that
+    /// look objects up with [`Cache::indexed`].
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// use kube_fsm::watch::Cache;
+    /// let secrets = Cache::from_objects(Vec::<Secret>::new())
+    ///     .with_index("type", |secret: &Secret| secret.type_.clone().into_iter().collect());
+    /// assert!(secrets.indexed("type", "kubernetes.io/tls").is_empty());
+    /// ```
+    #[must_use]
+    pub fn with_index(
+        self,
+        name: &'static str,
+        keys: impl Fn(&R) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.add_index(name, Arc::new(keys));
+        self
+    }
+
     /// Adds an index: `keys` says under which keys an object is found. Objects already cached
     /// are indexed at once.
     pub(crate) fn add_index(&self, name: &'static str, keys: IndexFn<R>) {

@@ -13,7 +13,7 @@ use kube::api::{ListParams, PostParams};
 use kube_fsm::StateMachine as _;
 use kube_fsm::metrics::Metrics;
 use kube_fsm::serve::Endpoints;
-use kube_fsm_examples::database::{self, Handlers};
+use kube_fsm_examples::stand_in::{self, Handlers};
 use kube_fsm_testkit::browser::Chromium;
 use kube_fsm_testkit::cluster::{self, eventually, hand_edit, wait_phase};
 use kube_fsm_testkit::operator::Running;
@@ -66,7 +66,7 @@ async fn the_machine_page_draws_the_machine_with_the_counts_the_api_server_holds
     let mut registry = Registry::default();
     let metrics = Metrics::default();
     metrics.register(&mut registry);
-    let operator = database::operator(client.clone(), Handlers::new(), Some(&ns)).metrics(&metrics);
+    let operator = stand_in::operator(client.clone(), Handlers::new(), Some(&ns)).metrics(&metrics);
     let (addr, serving) = Endpoints::new(registry, operator.health())
         .machine::<Database>(&metrics)
         .serve("127.0.0.1:0".parse().expect("an address"))

@@ -8,6 +8,7 @@ mod admission_policy;
 mod co_writer;
 mod columns;
 mod control_plane;
+mod database;
 mod drift;
 mod events;
 mod fairness;

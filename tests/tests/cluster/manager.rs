@@ -11,8 +11,8 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kube_fsm::Manager;
 use kube_fsm::replicas::LeaderElection;
-use kube_fsm_examples::database::{self, Database, Handlers};
 use kube_fsm_examples::riskengine::{self, RiskEngine};
+use kube_fsm_examples::stand_in::{self, Database, Handlers};
 use kube_fsm_testkit::audit::{self, Request};
 use kube_fsm_testkit::cluster::{self, wait_phase};
 use kube_fsm_testkit::operator::Running;
@@ -23,7 +23,7 @@ const EACH: usize = 3;
 /// The Manager of both example machines in `ns`, leading through one Lease.
 fn both(client: &Client, ns: &str) -> Manager {
     Manager::new(client.clone())
-        .machine(database::operator(
+        .machine(stand_in::operator(
             client.clone(),
             Handlers::new(),
             Some(ns),
@@ -200,7 +200,7 @@ async fn one_webhook_port_answers_the_api_server_for_both_kinds() {
         .await
         .expect("Pending");
     let mut registration =
-        validating_webhook_configuration_for(&database::crd(), &options, &database_policy);
+        validating_webhook_configuration_for(&stand_in::crd(), &options, &database_policy);
     let other = validating_webhook_configuration_for(&riskengine::crd(), &options, &engine_policy);
     registration
         .webhooks

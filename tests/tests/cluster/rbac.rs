@@ -21,8 +21,8 @@ use kube_fsm::manager::Readiness;
 use kube_fsm::operator::rbac::{Rbac, Verb};
 use kube_fsm::replicas::{LeaderElection, Sharding};
 use kube_fsm::watch::Connection;
-use kube_fsm_examples::database::{self, Database, Handlers};
 use kube_fsm_examples::riskengine::{self, RiskEngine};
+use kube_fsm_examples::stand_in::{self, Database, Handlers};
 use kube_fsm_generate::rbac::RbacObjects;
 use kube_fsm_testkit::admission;
 use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
@@ -64,7 +64,7 @@ async fn converge_and_clean_up(admin: &Client, ns: &str) {
             .expect("delete");
     }
     let children: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
-    let selector = ListParams::default().labels(&database::child_selector());
+    let selector = ListParams::default().labels(&stand_in::child_selector());
     let gone = eventually(Duration::from_secs(30), || async {
         let left = api.list(&ListParams::default()).await.ok()?.items.len()
             + children.list(&selector).await.ok()?.items.len();
@@ -95,7 +95,7 @@ async fn the_database_operator_runs_as_its_service_account_with_leader_election_
     cluster::install_crds(&admin).await;
     let ns = admission::namespace(&admin, "fsm-rbac-db", &[]).await;
     let (client, tally) = service_account::client(&admin, &ns, "operator").await;
-    let operator = database::operator(client.clone(), Handlers::new(), Some(&ns))
+    let operator = stand_in::operator(client.clone(), Handlers::new(), Some(&ns))
         .replicas(LeaderElection::new("database-operator", &ns))
         .needs::<ValidatingWebhookConfiguration>(
             &[Verb::Create, Verb::Patch],
@@ -184,7 +184,7 @@ async fn the_sharded_database_operator_runs_as_its_service_account() {
     let (client, tally) = service_account::client(&admin, &ns, "operator").await;
     let sharding = Sharding::new("database-operator", &ns, 3).duration(Duration::from_secs(4));
     let operator =
-        database::operator(client.clone(), Handlers::new(), Some(&ns)).replicas(sharding);
+        stand_in::operator(client.clone(), Handlers::new(), Some(&ns)).replicas(sharding);
     let rbac = operator.rbac();
     let running = granted(&admin, &client, &ns, &rbac, operator).await;
     converge_and_clean_up(&admin, &ns).await;
@@ -244,7 +244,7 @@ enum Subject {
 
 impl Subject {
     fn databases(client: &Client, ns: &str) -> Operator<Database, Handlers> {
-        database::operator(client.clone(), Handlers::new(), Some(ns))
+        stand_in::operator(client.clone(), Handlers::new(), Some(ns))
     }
 
     fn engines(client: &Client, ns: &str) -> Operator<RiskEngine, riskengine::Handlers> {
@@ -445,13 +445,13 @@ async fn both_machines_in_one_process_run_as_one_service_account_with_the_union_
         .expect("the allow-list");
     let (client, tally) = service_account::client(&admin, &ns, "operator").await;
     let election = || LeaderElection::new("examples", &ns);
-    let databases = database::operator(client.clone(), Handlers::new(), Some(&ns));
+    let databases = stand_in::operator(client.clone(), Handlers::new(), Some(&ns));
     let engines =
         riskengine::operator(client.clone(), riskengine::Handlers::new(ns.clone())).namespace(&ns);
     // Each machine's role as the Manager runs it (the Lease's grant included), merged.
     let mut rbac = Rbac::default();
     rbac.merge(
-        &database::operator(client.clone(), Handlers::new(), Some(&ns))
+        &stand_in::operator(client.clone(), Handlers::new(), Some(&ns))
             .replicas(election())
             .rbac(),
     );

@@ -1,23 +1,27 @@
-//! The `Database` custom resource, driven by `specs/database.yaml`, and its phase handlers.
+//! The benchmarks' stand-in for the Database: the same machine (`specs/database.yaml`), group,
+//! kind, fields and phases as [`crate::database`], with one child ConfigMap of the same name
+//! standing in for the workload. It is what the API-economy, pace, scale and chaos runs
+//! compare against hand-written controllers doing exactly this job on a bare API server, and
+//! what the tests that need no controllers run; it reports PodsReady and ServiceAvailable from
+//! the ConfigMap alone, so it is not a database: [`crate::database`] is.
 //!
-//! Each Database owns one child, a ConfigMap of the same name that stands in for the database's
-//! pods, and reports where it answers in `status.endpoint`. The handlers are written for API
-//! economy (see the book's internals, "API economy"): an object reaches `Running` with two status
-//! writes and one child write, and a reconcile of a converged object sends nothing at all: the
-//! child is read from the operator's cache and an apply that would change nothing is skipped.
+//! The handlers are written for API economy (see the book's internals, "API economy"): an
+//! object reaches `Running` with two status writes and one child write, and a reconcile of a
+//! converged object sends nothing at all: the child is read from the operator's cache and an
+//! apply that would change nothing is skipped.
 //!
 //! - Pending: nothing to check; fires `Accept`. The engine folds status initialisation into
 //!   this step, so the first status write already says Provisioning.
 //! - Provisioning: applies the child (server-side apply, one request), sets PodsReady and
-//!   ServiceAvailable True and `status.endpoint` in the same step, so `when PodsReady` moves
-//!   the object to Running in the second status write, endpoint included.
+//!   ServiceAvailable True and `status.endpoint` in the same step, so `when [PodsReady,
+//!   ServiceAvailable]` moves the object to Running in the second status write.
 //! - Running: looks the child up in the cache. Present: applies it again (skipped while it
 //!   holds the desired data; a drifted or outdated child gets one apply) and keeps the same
-//!   conditions, so no status write. Gone: both conditions False, and `when !ServiceAvailable`
+//!   conditions, so no status write. Gone: both conditions False, and `when !PodsReady`
 //!   moves the object to Degraded.
 //! - Degraded: applies the child again and sets both conditions True;
 //!   `when [ServiceAvailable, PodsReady]` moves it back to Running.
-//! - Deletion (the spec's finalizer): deletes the child, since the envtest API server runs no
+//! - Deletion (the spec's finalizer): deletes the child, since a bare API server runs no
 //!   garbage collector to follow the ownerReference.
 
 use std::collections::BTreeMap;
@@ -154,7 +158,7 @@ fn set_serving(db: &Database, step: &mut Step<Database>) -> Result<(), HandlerEr
         true,
         "ChildReady",
         format!(
-            "{} replica(s) of version {}",
+            "{} replica(s) of version {} (a ConfigMap stands in for them)",
             db.spec.replicas, db.spec.version
         ),
     )?;
@@ -466,20 +470,13 @@ mod tests {
         );
     }
 
-    /// `crd` prints exactly the checked-in `examples/snapshots/database-crd.yaml`
-    /// (`UPDATE_SNAPSHOTS=1` rewrites it after a deliberate change).
+    /// The stand-in's CRD is the Database's, byte for byte: the benchmarks' objects are
+    /// Databases, with the same group, kind, fields and phases.
     #[test]
-    fn crd_yaml_matches_the_snapshot() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/database-crd.yaml");
-        let yaml = crd_yaml().expect("CRD encodes");
-        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-            std::fs::write(&path, &yaml).expect("snapshot written");
-        }
-        let snapshot = std::fs::read_to_string(&path).expect("snapshot exists");
+    fn its_crd_is_the_databases() {
         assert_eq!(
-            yaml, snapshot,
-            "the CRD changed; rerun with UPDATE_SNAPSHOTS=1 if on purpose"
+            crd_yaml().expect("CRD encodes"),
+            crate::database::crd_yaml().expect("CRD encodes")
         );
     }
 }
