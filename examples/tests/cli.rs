@@ -1,4 +1,4 @@
-//! The library's command line as a user meets it, through the two-kind example operator
+//! The library's command line as a user meets it, through the example operator of three kinds
 //! (`examples/examples/operator.rs`): what each offline command prints, and the sentences it
 //! answers mistakes with.
 
@@ -32,10 +32,11 @@ fn crd_prints_every_kind_as_one_yaml_stream() {
         names,
         [
             "databases.example.kube-fsm.dev",
-            "riskengines.example.kube-fsm.dev"
+            "riskengines.example.kube-fsm.dev",
+            "migrations.example.kube-fsm.dev"
         ]
     );
-    assert_eq!(out.matches("---\n").count(), 2, "{out}");
+    assert_eq!(out.matches("---\n").count(), 3, "{out}");
 }
 
 #[test]
@@ -45,28 +46,28 @@ fn diagram_draws_each_machine_and_an_svg_needs_the_kind() {
     assert!(out.starts_with("digraph"), "{out}");
     let (code, out, _) = operator(&["diagram"]);
     assert_eq!(code, 0);
-    assert_eq!(out.matches("stateDiagram-v2").count(), 2, "{out}");
+    assert_eq!(out.matches("stateDiagram-v2").count(), 3, "{out}");
     let (code, _, err) = operator(&["diagram", "--format", "svg"]);
     assert_eq!(code, 1);
     assert_eq!(
         err.trim(),
-        "error: an SVG draws one machine: name it with --kind (Database, RiskEngine)"
+        "error: an SVG draws one machine: name it with --kind (Database, RiskEngine, Migration)"
     );
     let (code, _, err) = operator(&["diagram", "--kind", "Ticket"]);
     assert_eq!(code, 1);
     assert_eq!(
         err.trim(),
-        "error: no machine of kind \"Ticket\": this operator runs Database, RiskEngine"
+        "error: no machine of kind \"Ticket\": this operator runs Database, RiskEngine, Migration"
     );
 }
 
 #[test]
-fn monitoring_writes_the_rules_and_dashboard_of_both_machines() {
+fn monitoring_writes_the_rules_and_dashboard_of_every_machine() {
     let dir = std::env::temp_dir().join(format!("kube-fsm-cli-monitoring-{}", std::process::id()));
     let (code, _, err) = operator(&["monitoring", "--out", &dir.to_string_lossy()]);
     assert_eq!(code, 0, "{err}");
     let rules = std::fs::read_to_string(dir.join("prometheus-rules.yaml")).expect("rules");
-    for controller in ["database", "riskengine"] {
+    for controller in ["database", "riskengine", "migration"] {
         assert!(
             rules.contains(&format!("kube-fsm-{controller}.alerts")),
             "{rules}"
@@ -98,7 +99,7 @@ fn completions_and_help_name_the_operator_and_its_kinds() {
     let (code, out, _) = operator(&["--help"]);
     assert_eq!(code, 0);
     assert!(
-        out.starts_with("The kube-fsm-examples operator: Database, RiskEngine."),
+        out.starts_with("The kube-fsm-examples operator: Database, RiskEngine, Migration."),
         "{out}"
     );
     let (_, out, _) = operator(&["run", "--help"]);

@@ -119,7 +119,8 @@ fn the_webhook_objects_fit_together() {
         kinds,
         [
             "phase.databases.example.kube-fsm.dev",
-            "phase.riskengines.example.kube-fsm.dev"
+            "phase.riskengines.example.kube-fsm.dev",
+            "phase.migrations.example.kube-fsm.dev"
         ]
     );
     // Two replicas: leader election, and a disruption budget that keeps one.

@@ -1,6 +1,8 @@
-//! The example operators as processes against the real API server: what they serve on
-//! `/metrics`, and leader election between two replicas of the two-kind operator when the
-//! leader is killed (SIGKILL, so nothing is released and the Lease has to expire).
+//! The example operators as processes against the real API server: what the `stand_in`
+//! Database operator serves (`/metrics`, `/healthz`, the admission webhook) on the bare API
+//! server, and leader election between two replicas of the `operator` example (its Database
+//! runs StatefulSets, so on the control plane) when the leader is killed (SIGKILL, so nothing
+//! is released and the Lease has to expire) or frozen.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
@@ -19,23 +21,33 @@ use kube_fsm_testkit::example;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
-use tokio::sync::OnceCell;
 
-static CRD: OnceCell<()> = OnceCell::const_new();
-
-/// Installs the CRD exactly as the database example's `crd` prints it, once per process.
+/// Installs the Database CRD exactly as the database example's `crd` prints it (the
+/// `stand_in` example's is the same).
 async fn install_crd(client: &Client) {
-    CRD.get_or_init(|| async {
-        let out = std::process::Command::new(example("database"))
-            .arg("crd")
-            .output()
-            .expect("crd runs");
-        assert!(out.status.success(), "crd failed");
-        let yaml = String::from_utf8(out.stdout).expect("utf-8");
-        let crd: CustomResourceDefinition = serde_saphyr::from_str(&yaml).expect("CRD YAML");
-        cluster::install_crd(client, crd).await;
-    })
-    .await;
+    let out = std::process::Command::new(example("database"))
+        .arg("crd")
+        .output()
+        .expect("crd runs");
+    assert!(out.status.success(), "crd failed");
+    let yaml = String::from_utf8(out.stdout).expect("utf-8");
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&yaml).expect("CRD YAML");
+    cluster::install_crd(client, crd).await;
+}
+
+/// The CRDs of the `operator` example's three machines.
+async fn install_operator_crds(client: &Client) {
+    install_crd(client).await;
+    cluster::install_crd(client, kube_fsm_examples::riskengine::crd()).await;
+    cluster::install_crd(client, kube_fsm_examples::migration::crd()).await;
+}
+
+/// The control plane's client and kubeconfig: the `operator` example's Database runs its
+/// StatefulSets there (on a bare API server nothing would make their pods ready).
+async fn on_control_plane(test: &str) -> Option<(Client, std::path::PathBuf)> {
+    let client = cluster::control_plane(test).await?;
+    let kubeconfig = std::env::var_os("KUBE_FSM_CONTROL_PLANE_KUBECONFIG")?;
+    Some((client, kubeconfig.into()))
 }
 
 fn free_port() -> SocketAddr {
@@ -127,7 +139,7 @@ async fn the_operator_serves_its_metrics() {
     let ns = cluster::namespace(&client, "fsm-metrics").await;
     let addr = free_port();
     let _operator = operator(
-        "database",
+        "stand_in",
         &["--namespace", &ns, "--metrics-addr", &addr.to_string()],
     );
     let api: Api<DynamicObject> =
@@ -255,11 +267,10 @@ async fn a_killed_leader_of_both_kinds_is_replaced_once_its_lease_expires() {
     use kube_fsm::machine::Description;
     use kube_fsm_examples::database::DatabasePhase;
     use kube_fsm_examples::riskengine::{self, RiskEnginePhase};
-    let Some(client) = cluster::client("a_killed_leader_is_replaced").await else {
+    let Some((client, kubeconfig)) = on_control_plane("a_killed_leader_is_replaced").await else {
         return;
     };
-    install_crd(&client).await;
-    cluster::install_crd(&client, riskengine::crd()).await;
+    install_operator_crds(&client).await;
     let ns = cluster::namespace(&client, "fsm-kill").await;
     riskengine::apply_allow_list(&client, &ns, "2.0")
         .await
@@ -289,6 +300,7 @@ async fn a_killed_leader_of_both_kinds_is_replaced_once_its_lease_expires() {
                 "4",
             ],
         );
+        command.env("KUBECONFIG", &kubeconfig);
         command.env("RISKENGINE_PLATFORM_NAMESPACE", &ns);
         command.spawn().expect("operator starts")
     };
@@ -362,10 +374,9 @@ async fn a_killed_leader_of_both_kinds_is_replaced_once_its_lease_expires() {
     }
 }
 
-/// A copy of the tests' kubeconfig whose users act as `user` (impersonated, in
+/// A copy of the kubeconfig at `path` whose users act as `user` (impersonated, in
 /// `system:masters`), so that the audit log tells the processes using it apart.
-fn kubeconfig_as(user: &str) -> std::path::PathBuf {
-    let path = std::env::var_os("KUBECONFIG").expect("KUBECONFIG names the test cluster");
+fn kubeconfig_as(path: &std::path::Path, user: &str) -> std::path::PathBuf {
     let text = std::fs::read_to_string(&path).expect("read the kubeconfig");
     let mut config: serde_json::Value = serde_saphyr::from_str(&text).expect("kubeconfig YAML");
     for entry in config["users"].as_array_mut().expect("kubeconfig users") {
@@ -395,22 +406,19 @@ fn signal(child: &Child, signal: &str) {
 /// BENCHMARKS.md).
 #[tokio::test]
 async fn a_frozen_leader_thawed_after_the_takeover_writes_nothing() {
-    use kube_fsm_examples::riskengine;
     let test = "a_frozen_leader_writes_nothing";
-    let Some(client) = cluster::client(test).await else {
+    let Some((client, kubeconfig)) = on_control_plane(test).await else {
         return;
     };
-    let Some(log) = kube_fsm_testkit::audit::log(test) else {
-        return;
-    };
-    install_crd(&client).await;
-    cluster::install_crd(&client, riskengine::crd()).await;
+    // scripts/envtest keeps a cluster's audit log beside its kubeconfig.
+    let log = kubeconfig.with_file_name("audit.log");
+    install_operator_crds(&client).await;
     let runs: u32 = std::env::var("KUBE_FSM_DEPOSED_RUNS")
         .ok()
         .and_then(|runs| runs.parse().ok())
         .unwrap_or(1);
     for run in 1..=runs {
-        let (before, after) = freeze_the_leader(&client, &log).await;
+        let (before, after) = freeze_the_leader(&client, &kubeconfig, &log).await;
         eprintln!(
             "run {run}/{runs}: the deposed leader wrote {before} times before the takeover and 0 \
              times after; the new leader {after} times after"
@@ -420,7 +428,11 @@ async fn a_frozen_leader_thawed_after_the_takeover_writes_nothing() {
 
 /// One run of [`a_frozen_leader_thawed_after_the_takeover_writes_nothing`]: the writes the
 /// old leader made before the takeover, and those of the new one after it.
-async fn freeze_the_leader(client: &Client, log: &std::path::Path) -> (usize, usize) {
+async fn freeze_the_leader(
+    client: &Client,
+    kubeconfig: &std::path::Path,
+    log: &std::path::Path,
+) -> (usize, usize) {
     use kube_fsm_examples::riskengine;
     let ns = cluster::namespace(client, "fsm-frozen").await;
     riskengine::apply_allow_list(client, &ns, "2.0")
@@ -446,7 +458,7 @@ async fn freeze_the_leader(client: &Client, log: &std::path::Path) -> (usize, us
         );
         command.env(
             "KUBECONFIG",
-            kubeconfig_as(&format!("fsm-replica-{identity}")),
+            kubeconfig_as(kubeconfig, &format!("fsm-replica-{identity}")),
         );
         command.env("RISKENGINE_PLATFORM_NAMESPACE", &ns);
         command.spawn().expect("operator starts")
@@ -547,7 +559,7 @@ fn webhook_operator(ns: &str, addr: SocketAddr, policy: &std::path::Path) -> Com
     let label = format!("{}={ns}", kube_fsm_testkit::admission::SCOPE_LABEL);
     let policy_flag = format!("Database={}", policy.to_string_lossy());
     command(
-        "database",
+        "stand_in",
         &[
             "--namespace",
             ns,
@@ -790,7 +802,7 @@ async fn a_sigterm_releases_the_lease_and_removes_the_webhook_registration() {
     let addr = free_port();
     let label = format!("{}={ns}", kube_fsm_testkit::admission::SCOPE_LABEL);
     let mut operator = operator(
-        "database",
+        "stand_in",
         &[
             "--namespace",
             &ns,
@@ -864,12 +876,11 @@ async fn a_sigterm_releases_the_lease_and_removes_the_webhook_registration() {
 /// `check` against the cluster: each kind's CRD is installed and every stored object is in a
 /// phase its machine knows — one sentence per kind, exit 0.
 #[tokio::test]
-async fn check_reports_each_kind_of_the_two_kind_operator() {
+async fn check_reports_each_kind_of_the_operator() {
     let Some(client) = cluster::client("check_reports_each_kind").await else {
         return;
     };
-    install_crd(&client).await;
-    cluster::install_crd(&client, kube_fsm_examples::riskengine::crd()).await;
+    install_operator_crds(&client).await;
     let out = Command::new(example("operator"))
         .arg("check")
         .output()
@@ -881,7 +892,7 @@ async fn check_reports_each_kind_of_the_two_kind_operator() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for kind in ["Database", "RiskEngine"] {
+    for kind in ["Database", "RiskEngine", "Migration"] {
         assert!(
             stdout
                 .lines()

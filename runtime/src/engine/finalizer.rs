@@ -62,7 +62,9 @@ where
                     .await
                     .map(Gate::Stop);
             }
-            let cleanup = K::cleanup(&self.handler, &object, &self.context)
+            // Boxed, as the phase handlers' steps are (see `step_plan::plan`): user code's
+            // future on the heap, the engine's small.
+            let cleanup = Box::pin(K::cleanup(&self.handler, &object, &self.context))
                 .await
                 .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
             if let Cleanup::InProgress(after) = cleanup {

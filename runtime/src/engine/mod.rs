@@ -215,7 +215,8 @@ where
         };
         let stop = engine.stop.clone();
         let cancelled = object.clone();
-        let reconcile = Self::reconcile_in_line(object, engine, ticket);
+        // Boxed (see `reconcile_here`): kube's controller holds this future by value.
+        let reconcile = Box::pin(Self::reconcile_in_line(object, engine, ticket));
         async move {
             tokio::select! {
                 biased;
@@ -234,7 +235,7 @@ where
         ticket: Ticket,
     ) -> Result<Action, ReconcileError> {
         let turn = match engine.turns().take::<K>(object.meta()).await {
-            Ok(None) => return engine.reconcile_here(&object, ticket).await,
+            Ok(None) => return Box::pin(engine.reconcile_here(&object, ticket)).await,
             Ok(Some(turn)) => turn,
             Err(action) => return Ok(action),
         };
@@ -247,7 +248,7 @@ where
                 tracing::info!(object = %object.name_any(), "reconcile cancelled: this replica no longer holds the object's Lease or shard");
                 return Ok(Action::await_change());
             }
-            result = turn.run(engine.reconcile_here(&object, ticket)) => result,
+            result = turn.run(Box::pin(engine.reconcile_here(&object, ticket))) => result,
         };
         match result {
             Err(err) if !turn.stands() => {
@@ -320,9 +321,14 @@ where
         let began = Timestamp::now();
         let phase = object.machine_status().and_then(|s| s.phase.clone());
         let in_phase = phase.as_ref().map(|p| p.as_str());
+        // Boxed, as the step's plan is: the futures around it (the fence, the slot, kube's
+        // controller) stay small, so a reconcile's depth on a worker's stack does not grow
+        // with what its handler does (see `step_plan::plan`).
         let result = guard::guarded(
-            self.reconcile_inner(object.as_ref().clone())
-                .instrument(span),
+            Box::pin(
+                self.reconcile_inner(object.as_ref().clone())
+                    .instrument(span),
+            ),
             self.config.recover_panics,
             in_phase,
         )
@@ -570,7 +576,7 @@ where
         let position = Position::of(object.machine_status(), now);
         let deadline = decide::handler_deadline(&position, self.config.handler_timeout, now);
         let planned = guard::bounded(
-            step_plan::plan(&self.handler, object, now, &self.context),
+            Box::pin(step_plan::plan(&self.handler, object, now, &self.context)),
             deadline.after,
             || format!("the handler of phase {}", position.phase),
         )
