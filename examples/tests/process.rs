@@ -377,7 +377,7 @@ async fn a_killed_leader_of_both_kinds_is_replaced_once_its_lease_expires() {
 /// A copy of the kubeconfig at `path` whose users act as `user` (impersonated, in
 /// `system:masters`), so that the audit log tells the processes using it apart.
 fn kubeconfig_as(path: &std::path::Path, user: &str) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(&path).expect("read the kubeconfig");
+    let text = std::fs::read_to_string(path).expect("read the kubeconfig");
     let mut config: serde_json::Value = serde_saphyr::from_str(&text).expect("kubeconfig YAML");
     for entry in config["users"].as_array_mut().expect("kubeconfig users") {
         entry["user"]["as"] = json!(user);

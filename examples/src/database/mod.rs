@@ -95,8 +95,9 @@ pub enum HandlerError {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Handlers;
 
-/// The name of the index of EndpointSlices by their Service (`namespace/name`).
-const BY_SERVICE: &str = "service";
+/// The name of the index of EndpointSlices by their Service (`namespace/name`) that the
+/// handlers read ([`service_key`] gives the keys).
+pub const BY_SERVICE: &str = "service";
 
 /// An EndpointSlice's Service: its namespace and name.
 fn service_of(slice: &EndpointSlice) -> Option<(String, String)> {
@@ -105,7 +106,8 @@ fn service_of(slice: &EndpointSlice) -> Option<(String, String)> {
 }
 
 /// An EndpointSlice's key in [`BY_SERVICE`]: its Service as `namespace/name`.
-fn service_key(slice: &EndpointSlice) -> Vec<String> {
+#[must_use]
+pub fn service_key(slice: &EndpointSlice) -> Vec<String> {
     service_of(slice)
         .map(|(namespace, name)| format!("{namespace}/{name}"))
         .into_iter()
