@@ -98,6 +98,11 @@ pub(crate) async fn start(
             "--bind-address=127.0.0.1".to_owned(),
             format!("--secure-port={port}"),
             "--leader-elect=false".to_owned(),
+            // Their clients' default limits (20 requests/s for the controllers, 50 for the
+            // scheduler) made a thousand StatefulSets take minutes: they, not the operator
+            // under test, set the pace (see BENCHMARKS.md, "Real workloads").
+            "--kube-api-qps=500".to_owned(),
+            "--kube-api-burst=1000".to_owned(),
         ]
     };
     let mut args = own(controllers);
@@ -108,6 +113,8 @@ pub(crate) async fn start(
         "--controllers=*".to_owned(),
         // A node that stops reporting is NotReady after 20 s (default 50 s).
         "--node-monitor-grace-period=20s".to_owned(),
+        "--concurrent-statefulset-syncs=20".to_owned(),
+        "--concurrent-service-endpoint-syncs=20".to_owned(),
     ]);
     servers.spawn(
         "kube-controller-manager",
