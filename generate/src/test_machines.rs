@@ -1,11 +1,11 @@
-//! The machine of the crate's unit tests: `specs/database.yaml`, compiled by the macro.
+//! The machine of the crate's unit tests: `specs/stand-in.yaml` (the tests' reference machine), compiled by the macro.
 
 use kube::CustomResource;
 use kube_fsm::{MachineStatus, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[state_machine(spec = "../specs/database.yaml")]
+#[state_machine(spec = "../specs/stand-in.yaml")]
 #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "fsm.example.com",

@@ -112,7 +112,7 @@ fn status_is_flattened_with_a_list_map_of_conditions() {
 fn machine_data_describes_the_spec() {
     let m = DatabasePhase::MACHINE;
     assert_eq!(m.kind, "Database");
-    assert_eq!(m.source, "../specs/database.yaml");
+    assert_eq!(m.source, "../specs/stand-in.yaml");
     assert_eq!(m.finalizer, Some("example.com/cleanup"));
     assert_eq!(m.events, &["Accept", "Fail"]);
     assert_eq!(
