@@ -96,7 +96,7 @@ async fn wait_running(api: &Api<DynamicObject>, name: &str) {
 }
 
 async fn wait_phase(api: &Api<DynamicObject>, name: &str, phase: &str) {
-    eventually(Duration::from_secs(30), || async {
+    eventually(Duration::from_secs(60), || async {
         let object = api.get(name).await.ok()?;
         (object.data["status"]["phase"] == phase).then_some(())
     })
