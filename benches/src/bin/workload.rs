@@ -172,7 +172,13 @@ async fn fault(client: &Client, ns: &str, round: u64) -> Result<String, BoxError
 }
 
 async fn run(args: Args) -> Result<bool, BoxError> {
-    let cluster = TestCluster::builder().nodes(args.nodes).try_start().await?;
+    // The control plane's programs from where `scripts/test` names them (its
+    // KUBEBUILDER_ASSETS is the 1.20 server's, which has none), else as kube-fsm-envtest finds them.
+    let mut builder = TestCluster::builder().nodes(args.nodes);
+    if let Some(assets) = std::env::var_os("KUBE_FSM_CONTROL_PLANE_ASSETS") {
+        builder = builder.assets(assets);
+    }
+    let cluster = builder.try_start().await?;
     let client = cluster.client();
     cluster.install_crd(database::crd()).await?;
     let ns = cluster.namespace("workload").await?;
