@@ -5,42 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{ListParams, PostParams};
-use kube::{Api, Client};
-use kube_fsm_examples::database::{self, Database, DatabaseSpec};
+use kube::Api;
+use kube::api::PostParams;
+use kube_fsm_examples::database::{self, Database};
 use kube_fsm_testkit::cluster::{self, wait_phase};
 use kube_fsm_testkit::observer::Phases;
 use kube_fsm_testkit::operator::Running;
-
-fn database(name: &str, replicas: u32) -> Database {
-    Database::new(
-        name,
-        DatabaseSpec {
-            version: "16".into(),
-            replicas,
-        },
-    )
-}
-
-fn condition(db: &Database, type_: &str) -> Condition {
-    db.status
-        .as_ref()
-        .and_then(|s| s.machine.conditions.iter().find(|c| c.type_ == type_))
-        .cloned()
-        .unwrap_or_else(|| panic!("no condition {type_} in {:?}", db.status))
-}
-
-/// The pods of the Database `name`, by their label.
-async fn pods(client: &Client, ns: &str, name: &str) -> Vec<Pod> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let selector = format!("{}={name}", database::workload::DATABASE_LABEL);
-    api.list(&ListParams::default().labels(&selector))
-        .await
-        .expect("list pods")
-        .items
-}
+use kube_fsm_testkit::workload::{condition, database, pods};
 
 #[tokio::test]
 async fn a_node_taken_away_degrades_the_database_until_its_replica_runs_again() {

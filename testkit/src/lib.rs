@@ -20,6 +20,7 @@ pub mod prometheus_server;
 pub mod proxy;
 pub mod service_account;
 pub mod tickets;
+pub mod workload;
 
 /// The files the example `name` writes with `args --out DIR` (into a fresh temporary folder,
 /// removed afterwards), by file name.

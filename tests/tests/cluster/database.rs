@@ -9,41 +9,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
-use kube::{Api, Client};
-use kube_fsm_examples::database::{self, Database, DatabaseSpec};
+use kube_fsm_examples::database::{self, Database};
 use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
 use kube_fsm_testkit::observer::Phases;
 use kube_fsm_testkit::operator::Running;
-
-fn database(name: &str, replicas: u32) -> Database {
-    Database::new(
-        name,
-        DatabaseSpec {
-            version: "16".into(),
-            replicas,
-        },
-    )
-}
-
-fn condition(db: &Database, type_: &str) -> Condition {
-    db.status
-        .as_ref()
-        .and_then(|s| s.machine.conditions.iter().find(|c| c.type_ == type_))
-        .cloned()
-        .unwrap_or_else(|| panic!("no condition {type_} in {:?}", db.status))
-}
-
-/// The pods of the Database `name`, by their label.
-async fn pods(client: &Client, ns: &str, name: &str) -> Vec<Pod> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let selector = format!("{}={name}", database::workload::DATABASE_LABEL);
-    api.list(&ListParams::default().labels(&selector))
-        .await
-        .expect("list pods")
-        .items
-}
+use kube_fsm_testkit::workload::{condition, database, pods};
 
 /// When the pod's Ready condition last turned True.
 fn ready_since(pod: &Pod) -> Option<k8s_openapi::jiff::Timestamp> {
