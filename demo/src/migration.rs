@@ -13,13 +13,10 @@ use kube_fsm_examples::migration::{Migration, MigrationPhase, MigrationSpec};
 
 use crate::BoxError;
 
-/// kwok's stage that fails a running pod's container selects pods by this label.
-const KWOK_FAILS: &str = "pod-container-running-failed.stage.kwok.x-k8s.io";
-
 fn migration(name: &str, script: &str, fails: bool) -> Migration {
     let mut pod_labels = BTreeMap::new();
     if fails {
-        pod_labels.insert(KWOK_FAILS.to_owned(), "true".to_owned());
+        pod_labels.insert(kube_fsm_envtest::pods::FAILS.to_owned(), "true".to_owned());
     }
     Migration::new(
         name,

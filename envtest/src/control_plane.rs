@@ -124,11 +124,23 @@ pub(crate) async fn start(
     if nodes == 0 {
         return Ok(());
     }
+    // kwok's stages and kube-fsm-envtest's (crate::pods), in one file beside the kubeconfig.
+    let stages = files.kubeconfig.with_file_name("kwok.stages.yaml");
+    let kwok_stages = std::fs::read_to_string(&binaries.stages).map_err(|source| Error::Io {
+        action: format!("read kwok's stages {}", binaries.stages.display()),
+        source,
+    })?;
+    std::fs::write(&stages, crate::pods::with_stages(&kwok_stages)).map_err(|source| {
+        Error::Io {
+            action: format!("write kwok's stages to {}", stages.display()),
+            source,
+        }
+    })?;
     servers.spawn(
         "kwok",
         &binaries.kwok,
         &[
-            format!("--config={}", path(&binaries.stages)),
+            format!("--config={}", path(&stages)),
             format!("--kubeconfig={kubeconfig}"),
             "--manage-all-nodes=false".to_owned(),
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".to_owned(),

@@ -126,6 +126,20 @@ pub enum Error {
         /// The client's error.
         source: kube::Error,
     },
+    /// What a test waited for did not happen in time.
+    #[error(
+        "{what} did not happen within {} s: {state}. Check that the control plane runs \
+         (TestCluster::builder().nodes(n)) and that the object's spec allows it.",
+        within.as_secs()
+    )]
+    Timeout {
+        /// What was awaited, e.g. "the Job shop/migrate completes".
+        what: String,
+        /// How long it was awaited.
+        within: std::time::Duration,
+        /// What was seen last.
+        state: String,
+    },
     /// A CustomResourceDefinition was stored but did not become Established.
     #[error(
         "The CustomResourceDefinition {name} was not Established within 30 s (its conditions: \

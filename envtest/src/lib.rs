@@ -56,8 +56,10 @@ mod credentials;
 mod error;
 mod launch;
 pub mod nodes;
+pub mod pods;
 mod process;
 mod source;
+pub mod wait;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

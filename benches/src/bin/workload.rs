@@ -29,7 +29,7 @@ use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use kube_fsm_benches::chaos::checker::Observer;
@@ -40,9 +40,6 @@ use kube_fsm_testkit::observer::Phases;
 use kube_fsm_testkit::operator::Running;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// kwok's stage that fails a running pod's container selects pods by this label.
-const KWOK_FAILS: &str = "pod-container-running-failed.stage.kwok.x-k8s.io";
 
 #[derive(Debug, Parser)]
 #[command(name = "workload")]
@@ -154,13 +151,7 @@ async fn fault(client: &Client, ns: &str, round: u64) -> Result<String, BoxError
             ))
         }
         1 => {
-            let label = serde_json::json!({ "metadata": { "labels": { KWOK_FAILS: "true" } } });
-            pods.patch(
-                &pod.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&label),
-            )
-            .await?;
+            kube_fsm_envtest::pods::fail(client, ns, &pod.name_any()).await?;
             Ok(format!("pod {} fails (kwok's stage)", pod.name_any()))
         }
         _ => {

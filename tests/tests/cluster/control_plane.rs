@@ -13,7 +13,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
+use kube_fsm_envtest::{pods, wait};
 use kube_fsm_examples::migration::{self, Migration, MigrationSpec};
 use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
 use kube_fsm_testkit::operator::Running;
@@ -53,21 +54,10 @@ async fn a_job_completes_on_the_simulated_nodes() {
     jobs.create(&PostParams::default(), &job)
         .await
         .expect("create the Job");
-    let complete = eventually(Duration::from_secs(60), || async {
-        let job = jobs.get("migrate").await.ok()?;
-        let status = job.status?;
-        let done = status
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Complete" && c.status == "True");
-        (done && status.succeeded == Some(1)).then_some(())
-    })
-    .await;
-    assert!(
-        complete.is_some(),
-        "the Job did not complete: {:?}",
-        jobs.get("migrate").await.ok().and_then(|j| j.status)
-    );
+    let complete = wait::job_complete(&jobs, "migrate", Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(complete.status.and_then(|s| s.succeeded), Some(1));
 }
 
 #[tokio::test]
@@ -90,16 +80,9 @@ async fn a_deployment_becomes_available_and_its_deletion_collects_its_pods() {
         .create(&PostParams::default(), &deployment)
         .await
         .expect("create the Deployment");
-    let available = eventually(Duration::from_secs(60), || async {
-        let status = deployments.get("web").await.ok()?.status?;
-        (status.available_replicas == Some(3)).then_some(())
-    })
-    .await;
-    assert!(
-        available.is_some(),
-        "the Deployment did not become Available: {:?}",
-        deployments.get("web").await.ok().and_then(|d| d.status)
-    );
+    wait::deployment_available(&deployments, "web", Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let running = pods
         .list(&ListParams::default().labels("app=web"))
@@ -149,6 +132,101 @@ async fn a_deployment_becomes_available_and_its_deletion_collects_its_pods() {
     })
     .await;
     assert!(gone.is_some(), "namespace {ns} is still terminating");
+}
+
+/// kube-fsm-envtest's pod helpers act through kwok's stages, and the controllers see it: a
+/// pod made NotReady is an unavailable replica of its Deployment and an endpoint it no longer
+/// counts ready, Ready again once allowed; a pod made to fail is Failed and replaced.
+#[tokio::test]
+async fn a_pod_made_not_ready_or_failed_is_seen_so_by_its_deployment() {
+    let test = "control_plane::a_pod_made_not_ready_or_failed";
+    let Some((client, ns)) = control_plane(test, "cp-pods").await else {
+        return;
+    };
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "api" },
+        "spec": {
+            "replicas": 2,
+            "selector": { "matchLabels": { "app": "api" } },
+            "template": pod_template("api"),
+        },
+    }))
+    .expect("a Deployment");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create the Deployment");
+    let within = Duration::from_secs(60);
+    wait::deployment_available(&deployments, "api", within)
+        .await
+        .unwrap_or_else(or_panic);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let first = || async {
+        let list = pods.list(&ListParams::default().labels("app=api")).await;
+        let mut names: Vec<String> = list
+            .expect("pods")
+            .items
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = first().await;
+    let pod = before[0].clone();
+
+    pods::set_ready(&client, &ns, &pod, false)
+        .await
+        .unwrap_or_else(or_panic);
+    let ready =
+        |n: i32| move |d: &Deployment| d.status.as_ref().and_then(|s| s.ready_replicas) == Some(n);
+    wait::until(
+        &deployments,
+        "api",
+        "the Deployment counts one replica ready",
+        within,
+        ready(1),
+    )
+    .await
+    .unwrap_or_else(or_panic);
+    pods::set_ready(&client, &ns, &pod, true)
+        .await
+        .unwrap_or_else(or_panic);
+    wait::deployment_available(&deployments, "api", within)
+        .await
+        .unwrap_or_else(or_panic);
+    assert_eq!(first().await, before, "the same pods, Ready again");
+
+    pods::fail(&client, &ns, &pod)
+        .await
+        .unwrap_or_else(or_panic);
+    let failed = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
+    wait::until(&pods, &pod, "the pod fails", within, failed)
+        .await
+        .unwrap_or_else(or_panic);
+    let replaced = eventually(within, || async {
+        let running: Vec<String> = pods
+            .list(&ListParams::default().labels("app=api"))
+            .await
+            .ok()?
+            .items
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .map(ResourceExt::name_any)
+            .collect();
+        (running.len() == 2 && !running.contains(&pod)).then_some(())
+    })
+    .await;
+    assert!(
+        replaced.is_some(),
+        "the Deployment did not replace the failed pod"
+    );
+}
+
+/// Panics with the sentence of a helper's error.
+fn or_panic<T>(err: kube_fsm_envtest::Error) -> T {
+    panic!("{err}")
 }
 
 /// A Migration whose pod runs `labels` (kwok's failing stage reads one).
@@ -216,11 +294,7 @@ async fn a_migration_follows_its_job_to_succeeded_or_failed() {
     // Its pod fails (kwok's stage): Failed, with the Job's reason and message.
     api.create(
         &PostParams::default(),
-        &migration(
-            "broken",
-            Some("alice"),
-            &[("pod-container-running-failed.stage.kwok.x-k8s.io", "true")],
-        ),
+        &migration("broken", Some("alice"), &[(pods::FAILS, "true")]),
     )
     .await
     .expect("create");
