@@ -45,6 +45,11 @@ enum Command {
         /// Also write the admission policy the webhook (or the API server) enforces.
         #[arg(long)]
         webhook: bool,
+        /// The machine runs a Deployment (image, replicas) and is Ready while its pods are
+        /// available, instead of writing a ConfigMap; its cluster test runs on a control plane
+        /// with simulated nodes.
+        #[arg(long)]
+        workload: bool,
         /// Where to write it (default: ./NAME); must be new or empty.
         #[arg(long)]
         path: Option<PathBuf>,
@@ -75,6 +80,7 @@ fn main() -> ExitCode {
             kind,
             namespaced,
             webhook,
+            workload,
             path,
         } => {
             let dir = path.unwrap_or_else(|| PathBuf::from(&name));
@@ -84,6 +90,7 @@ fn main() -> ExitCode {
                 kind,
                 namespaced,
                 webhook,
+                workload,
             };
             new::new(&names, &dir)
         }

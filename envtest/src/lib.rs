@@ -13,7 +13,9 @@
 //! kube-controller-manager (garbage collection, namespaces, Deployments, ReplicaSets,
 //! StatefulSets, Jobs, EndpointSlices …) and kube-scheduler; `.nodes(n)` also runs kwok with
 //! `n` simulated nodes, on which scheduled pods become Running and Ready and Job pods
-//! complete. [`TestCluster::remove_node`] takes a node away. The programs come from the same
+//! complete. [`TestCluster::remove_node`] takes a node away; [`pods`] makes a pod fail, NotReady
+//! or Ready again through kwok's stages; [`wait`] waits for a Job, a Deployment, a StatefulSet
+//! or any state of an object. The programs come from the same
 //! place as the API server (below); kube-fsm's `scripts/envtest start --version current
 //! --control-plane` builds them into its cache.
 //!

@@ -4,73 +4,111 @@ use std::path::PathBuf;
 
 use super::names::Names;
 
-/// Each template, where it goes (`KIND` stands for the kind's snake-case name), and whether
-/// only `--webhook` asks for it.
-const TEMPLATES: &[(&str, &str, bool)] = &[
+/// Which scaffolds a template belongs to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Only {
+    /// Every one.
+    Always,
+    /// `--webhook`'s.
+    Webhook,
+    /// The machine that writes a ConfigMap (the default).
+    ConfigMap,
+    /// `--workload`'s: the machine that runs a Deployment.
+    Workload,
+}
+
+/// Each template, where it goes (`KIND` stands for the kind's snake-case name), and which
+/// scaffolds have it.
+const TEMPLATES: &[(&str, &str, Only)] = &[
     (
         include_str!("../../templates/new/Cargo.toml.tmpl"),
         "Cargo.toml",
-        false,
+        Only::Always,
     ),
     (
         include_str!("../../templates/new/README.md.tmpl"),
         "README.md",
-        false,
+        Only::Always,
     ),
     (
         include_str!("../../templates/new/gitignore.tmpl"),
         ".gitignore",
-        false,
+        Only::Always,
     ),
     (
         include_str!("../../templates/new/dockerignore.tmpl"),
         ".dockerignore",
-        false,
+        Only::Always,
     ),
     (
         include_str!("../../templates/new/Dockerfile.tmpl"),
         "Dockerfile",
-        false,
+        Only::Always,
     ),
     (
         include_str!("../../templates/new/.github/workflows/ci.yml.tmpl"),
         ".github/workflows/ci.yml",
-        false,
+        Only::ConfigMap,
     ),
     (
         include_str!("../../templates/new/specs/machine.yaml.tmpl"),
         "specs/KIND.yaml",
-        false,
+        Only::ConfigMap,
     ),
     (
         include_str!("../../templates/new/src/main.rs.tmpl"),
         "src/main.rs",
-        false,
+        Only::Always,
     ),
     (
         include_str!("../../templates/new/src/lib.rs.tmpl"),
         "src/lib.rs",
-        false,
+        Only::Always,
     ),
     (
         include_str!("../../templates/new/src/kind.rs.tmpl"),
         "src/KIND.rs",
-        false,
+        Only::ConfigMap,
     ),
     (
         include_str!("../../templates/new/src/kind/tests.rs.tmpl"),
         "src/KIND/tests.rs",
-        false,
+        Only::ConfigMap,
     ),
     (
         include_str!("../../templates/new/tests/cluster.rs.tmpl"),
         "tests/cluster.rs",
-        false,
+        Only::ConfigMap,
+    ),
+    (
+        include_str!("../../templates/new/workload/ci.yml.tmpl"),
+        ".github/workflows/ci.yml",
+        Only::Workload,
+    ),
+    (
+        include_str!("../../templates/new/workload/machine.yaml.tmpl"),
+        "specs/KIND.yaml",
+        Only::Workload,
+    ),
+    (
+        include_str!("../../templates/new/workload/kind.rs.tmpl"),
+        "src/KIND.rs",
+        Only::Workload,
+    ),
+    (
+        include_str!("../../templates/new/workload/tests.rs.tmpl"),
+        "src/KIND/tests.rs",
+        Only::Workload,
+    ),
+    (
+        include_str!("../../templates/new/workload/cluster.rs.tmpl"),
+        "tests/cluster.rs",
+        Only::Workload,
     ),
     (
         include_str!("../../templates/new/policies/policy.yaml.tmpl"),
         "policies/KIND.yaml",
-        true,
+        Only::Webhook,
     ),
 ];
 
@@ -80,7 +118,12 @@ pub fn files(names: &Names) -> Vec<(PathBuf, String)> {
     let kind_snake = names.kind_snake();
     TEMPLATES
         .iter()
-        .filter(|(_, _, webhook)| names.webhook || !webhook)
+        .filter(|(_, _, only)| match only {
+            Only::Always => true,
+            Only::Webhook => names.webhook,
+            Only::ConfigMap => !names.workload,
+            Only::Workload => names.workload,
+        })
         .map(|(template, path, _)| {
             (
                 PathBuf::from(path.replace("KIND", &kind_snake)),
@@ -102,6 +145,7 @@ fn values(names: &Names) -> Vec<(&'static str, String)> {
     let namespaced = names.namespaced;
     // A cluster-scoped kind says in its spec where its ConfigMap goes.
     let pick = |yes: &str, no: &str| if namespaced { yes } else { no }.to_owned();
+    let work = |yes: &str, no: &str| if names.workload { yes } else { no }.to_owned();
     vec![
         ("name", names.name.clone()),
         ("crate", names.crate_ident()),
@@ -117,7 +161,7 @@ fn values(names: &Names) -> Vec<(&'static str, String)> {
             "namespace_field",
             pick(
                 "",
-                "\n    /// The namespace the ConfigMap goes in.\n    pub namespace: String,",
+                "\n    /// The namespace its child goes in.\n    pub namespace: String,",
             ),
         ),
         (
@@ -148,6 +192,31 @@ fn values(names: &Names) -> Vec<(&'static str, String)> {
             ),
         ),
         ("run_namespace", String::new()),
+        (
+            "test_binaries",
+            work(
+                "The binaries come from KUBEBUILDER_ASSETS: setup-envtest's kube-apiserver and\n\
+                 #    etcd, with kube-controller-manager, kube-scheduler, kwok and kwok.stages.yaml\n\
+                 #    beside them (.github/workflows/ci.yml fetches them); or use your cluster with\n\
+                 #    USE_EXISTING_CLUSTER=true. Without either the cluster test says SKIPPED.",
+                "The server's binaries come from KUBEBUILDER_ASSETS (setup-envtest's), or use your\n\
+                 #    cluster with USE_EXISTING_CLUSTER=true; without either the cluster test says SKIPPED.",
+            ),
+        ),
+        (
+            "yaml_spec",
+            work(
+                "image: registry.k8s.io/pause:3.10, replicas: 2",
+                "message: \"hello, world\"",
+            ),
+        ),
+        (
+            "cluster_row",
+            work(
+                "the operator on a control plane with simulated nodes: Ready once its pods are, Degraded when one is not",
+                "the operator against a real API server",
+            ),
+        ),
         ("yaml_namespace", pick(", namespace: default", "")),
         ("yaml_namespace_field", pick("", ", namespace: default")),
         (
@@ -201,17 +270,29 @@ mod tests {
     }
 
     #[test]
-    fn every_placeholder_of_every_template_is_filled_in_both_scopes() {
-        for namespaced in [true, false] {
+    fn every_placeholder_of_every_template_is_filled_in_both_scopes_and_both_machines() {
+        for (namespaced, workload) in [(true, false), (false, false), (true, true), (false, true)] {
             let names = Names {
                 name: "site-operator".into(),
                 group: "web.example.com".into(),
                 kind: "WebSite".into(),
                 namespaced,
                 webhook: true,
+                workload,
             };
             let files = files(&names);
-            assert_eq!(files.len(), TEMPLATES.len());
+            let unique: std::collections::BTreeSet<_> = files.iter().map(|(p, _)| p).collect();
+            assert_eq!(unique.len(), files.len(), "one template per path");
+            let own = if workload {
+                Only::Workload
+            } else {
+                Only::ConfigMap
+            };
+            let expected = TEMPLATES
+                .iter()
+                .filter(|(_, _, only)| [Only::Always, Only::Webhook, own].contains(only))
+                .count();
+            assert_eq!(files.len(), expected);
             for (path, text) in &files {
                 assert_eq!(leftover(text), None, "{}", path.display());
                 assert!(!path.to_string_lossy().contains("KIND"));
@@ -227,16 +308,22 @@ mod tests {
             kind: "Site".into(),
             namespaced: true,
             webhook: false,
+            workload: false,
         }
     }
 
     #[test]
     fn the_spec_compiles_and_each_phase_has_its_handler() {
-        let names = site();
-        let files = files(&names);
+        for workload in [false, true] {
+            each_phase_has_its_handler(&Names { workload, ..site() });
+        }
+    }
+
+    fn each_phase_has_its_handler(names: &Names) {
+        let files = files(names);
         let (path, spec) = files
             .iter()
-            .find(|(path, _)| path == &spec_path(&names))
+            .find(|(path, _)| path == &spec_path(names))
             .unwrap();
         let checked = kube_fsm_codegen::check(&path.display().to_string(), spec, None)
             .unwrap_or_else(|errors| panic!("{}", errors.join("\n")));

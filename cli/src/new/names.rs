@@ -16,6 +16,8 @@ pub struct Names {
     pub namespaced: bool,
     /// Whether the scaffold includes an admission policy for the webhook.
     pub webhook: bool,
+    /// Whether the machine runs a Deployment (else it writes a ConfigMap).
+    pub workload: bool,
 }
 
 impl Names {
@@ -87,6 +89,7 @@ mod tests {
             kind: kind.into(),
             namespaced: true,
             webhook: false,
+            workload: false,
         }
     }
 
