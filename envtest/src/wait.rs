@@ -68,11 +68,7 @@ fn status_of<K: Serialize>(object: &K) -> String {
 /// # Errors
 /// As [`until`].
 pub async fn job_complete(api: &Api<Job>, name: &str, within: Duration) -> Result<Job, Error> {
-    let what = format!("the Job {name} completes");
-    until(api, name, &what, within, |job| {
-        job_condition(job, "Complete")
-    })
-    .await
+    job_ends(api, name, within, "Complete", "completes").await
 }
 
 /// Waits at most `within` until the Job `name` has failed (its `Failed` condition).
@@ -80,8 +76,20 @@ pub async fn job_complete(api: &Api<Job>, name: &str, within: Duration) -> Resul
 /// # Errors
 /// As [`until`].
 pub async fn job_failed(api: &Api<Job>, name: &str, within: Duration) -> Result<Job, Error> {
-    let what = format!("the Job {name} fails");
-    until(api, name, &what, within, |job| job_condition(job, "Failed")).await
+    job_ends(api, name, within, "Failed", "fails").await
+}
+
+/// Waits until the Job has the condition `end` (`Complete` or `Failed`) with status True;
+/// `verb` says so in a timeout's sentence.
+async fn job_ends(
+    api: &Api<Job>,
+    name: &str,
+    within: Duration,
+    end: &'static str,
+    verb: &str,
+) -> Result<Job, Error> {
+    let what = format!("the Job {name} {verb}");
+    until(api, name, &what, within, move |job| job_condition(job, end)).await
 }
 
 /// Waits at most `within` until the Deployment `name` is available and rolled out: its

@@ -37,6 +37,30 @@ fn pod_template(app: &str) -> serde_json::Value {
     })
 }
 
+/// Creates the Deployment `name` of `replicas` pods labelled `app=<name>` in `ns`.
+async fn create_deployment(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    replicas: i32,
+) -> Api<Deployment> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": pod_template(name),
+        },
+    }))
+    .expect("a Deployment");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create the Deployment");
+    deployments
+}
+
 #[tokio::test]
 async fn a_job_completes_on_the_simulated_nodes() {
     let test = "control_plane::a_job_completes";
@@ -56,7 +80,7 @@ async fn a_job_completes_on_the_simulated_nodes() {
         .expect("create the Job");
     let complete = wait::job_complete(&jobs, "migrate", Duration::from_secs(60))
         .await
-        .unwrap_or_else(|err| panic!("{err}"));
+        .unwrap_or_else(or_panic);
     assert_eq!(complete.status.and_then(|s| s.succeeded), Some(1));
 }
 
@@ -66,23 +90,10 @@ async fn a_deployment_becomes_available_and_its_deletion_collects_its_pods() {
     let Some((client, ns)) = control_plane(test, "cp-deploy").await else {
         return;
     };
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": { "name": "web" },
-        "spec": {
-            "replicas": 3,
-            "selector": { "matchLabels": { "app": "web" } },
-            "template": pod_template("web"),
-        },
-    }))
-    .expect("a Deployment");
-    deployments
-        .create(&PostParams::default(), &deployment)
-        .await
-        .expect("create the Deployment");
+    let deployments = create_deployment(&client, &ns, "web", 3).await;
     wait::deployment_available(&deployments, "web", Duration::from_secs(60))
         .await
-        .unwrap_or_else(|err| panic!("{err}"));
+        .unwrap_or_else(or_panic);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let running = pods
         .list(&ListParams::default().labels("app=web"))
@@ -135,34 +146,21 @@ async fn a_deployment_becomes_available_and_its_deletion_collects_its_pods() {
 }
 
 /// kube-fsm-envtest's pod helpers act through kwok's stages, and the controllers see it: a
-/// pod made NotReady is an unavailable replica of its Deployment and an endpoint it no longer
-/// counts ready, Ready again once allowed; a pod made to fail is Failed and replaced.
+/// pod made NotReady is a replica its Deployment no longer counts ready, Ready again once
+/// allowed; a pod made to fail is Failed and replaced.
 #[tokio::test]
 async fn a_pod_made_not_ready_or_failed_is_seen_so_by_its_deployment() {
     let test = "control_plane::a_pod_made_not_ready_or_failed";
     let Some((client, ns)) = control_plane(test, "cp-pods").await else {
         return;
     };
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": { "name": "api" },
-        "spec": {
-            "replicas": 2,
-            "selector": { "matchLabels": { "app": "api" } },
-            "template": pod_template("api"),
-        },
-    }))
-    .expect("a Deployment");
-    deployments
-        .create(&PostParams::default(), &deployment)
-        .await
-        .expect("create the Deployment");
+    let deployments = create_deployment(&client, &ns, "api", 2).await;
     let within = Duration::from_secs(60);
     wait::deployment_available(&deployments, "api", within)
         .await
         .unwrap_or_else(or_panic);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let first = || async {
+    let names = || async {
         let list = pods.list(&ListParams::default().labels("app=api")).await;
         let mut names: Vec<String> = list
             .expect("pods")
@@ -173,7 +171,7 @@ async fn a_pod_made_not_ready_or_failed_is_seen_so_by_its_deployment() {
         names.sort();
         names
     };
-    let before = first().await;
+    let before = names().await;
     let pod = before[0].clone();
 
     pods::set_ready(&client, &ns, &pod, false)
@@ -196,7 +194,7 @@ async fn a_pod_made_not_ready_or_failed_is_seen_so_by_its_deployment() {
     wait::deployment_available(&deployments, "api", within)
         .await
         .unwrap_or_else(or_panic);
-    assert_eq!(first().await, before, "the same pods, Ready again");
+    assert_eq!(names().await, before, "the same pods, Ready again");
 
     pods::fail(&client, &ns, &pod)
         .await
