@@ -31,7 +31,7 @@
 //! ```
 #![deny(missing_docs)]
 
-// The layers, bottom to top: machine, pure, metrics, telemetry, watch, replicas, handler,
+// The layers, bottom to top: machine, pure, children, metrics, telemetry, watch, replicas, handler,
 // engine, operator (then admission, manager, serve and testing); each names only those below
 // it (checked by `scripts/layers`). Each public module is the folder of the same name: every
 // public item has its folder's path (its `mod.rs` re-exports what users name from the files),
@@ -40,6 +40,7 @@
 // command line (`kube-fsm-app`) are crates above this one.
 #[cfg(feature = "admission")]
 pub mod admission;
+pub mod children;
 pub mod engine;
 pub mod handler;
 pub mod machine;

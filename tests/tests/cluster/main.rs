@@ -16,6 +16,7 @@ mod faults;
 mod handler_context;
 mod isolation;
 mod kstatus;
+mod kstatus_rules;
 mod leader;
 mod machine_page;
 mod manager;
