@@ -6,6 +6,8 @@
 pub struct Machine {
     pub phases: Vec<Phase>,
     pub conditions: Vec<Condition>,
+    /// The children the engine applies, in spec order.
+    pub children: Vec<Child>,
     pub events: Vec<Event>,
     /// Every legal edge in spec order, list forms (`from: [A, B]`) expanded.
     pub edges: Vec<Edge>,
@@ -73,6 +75,49 @@ pub struct Condition {
     /// The Rust variant name.
     pub variant: String,
     pub description: Option<String>,
+    /// The child it is derived from, when the engine writes it (`from:`).
+    pub from: Option<Derived>,
+}
+
+/// `from: child.ready` or `from: child.Condition`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Derived {
+    pub child: usize,
+    pub source: Source,
+}
+
+/// What of a child a condition or its readiness reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Its readiness (`ready`), by its `ready:` rule.
+    Ready,
+    /// One of its own conditions, by type.
+    Condition(String),
+}
+
+/// A child the engine applies while the object is in one of `phases`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Child {
+    /// The spec's name: the builder method, and the last part of the child's default name.
+    pub name: String,
+    /// Its Rust type, as written.
+    pub type_path: String,
+    pub description: Option<String>,
+    /// The phases it exists in, in phase order.
+    pub phases: Vec<usize>,
+    /// Children that must be ready before it is applied, in spec order.
+    pub after: Vec<usize>,
+    /// What makes it ready: kstatus (`Source::Ready`) or one of its conditions.
+    pub ready: Source,
+    /// Deleted outside its phases (`false`: kept).
+    pub delete_on_leave: bool,
+    /// Created when missing but never updated (`apply: once`).
+    pub once: bool,
+}
+
+impl Child {
+    pub const ON_LEAVE: &[&str] = &["delete", "keep"];
+    pub const APPLY: &[&str] = &["always", "once"];
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -21,6 +21,11 @@ const RESERVED: &[&str] = &[
     "SUCCESSORS",
 ];
 
+/// Whether `name` is a Rust keyword.
+pub fn is_keyword(name: &str) -> bool {
+    KEYWORDS.contains(&name)
+}
+
 /// Why a phase or event name is not acceptable, or `None` when it is.
 pub fn camel_ident_problem(name: &str) -> Option<String> {
     if KEYWORDS.contains(&name) {

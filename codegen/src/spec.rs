@@ -10,6 +10,7 @@ use crate::diag::Loc;
 pub enum Section {
     Phases,
     Conditions,
+    Children,
     Events,
     Transitions,
     Finalizer,
@@ -20,9 +21,10 @@ pub enum Section {
 
 impl Section {
     /// Every section, in the order messages list them.
-    pub const ALL: [Section; 8] = [
+    pub const ALL: [Section; 9] = [
         Section::Phases,
         Section::Conditions,
+        Section::Children,
         Section::Events,
         Section::Transitions,
         Section::Finalizer,
@@ -36,6 +38,7 @@ impl Section {
         match self {
             Section::Phases => "phases",
             Section::Conditions => "conditions",
+            Section::Children => "children",
             Section::Events => "events",
             Section::Transitions => "transitions",
             Section::Finalizer => "finalizer",
@@ -46,7 +49,7 @@ impl Section {
     }
 
     /// Every section's name, in [`Section::ALL`] order.
-    pub fn names() -> [&'static str; 8] {
+    pub fn names() -> [&'static str; 9] {
         Section::ALL.map(Section::name)
     }
 
@@ -72,6 +75,8 @@ pub struct RawSpec {
     pub loc: Loc,
     pub phases: Vec<RawPhase>,
     pub conditions: Vec<RawCondition>,
+    /// The children the engine applies, in spec order.
+    pub children: Vec<RawChild>,
     /// Declared events; when `None`, events are declared by using them in `on`.
     pub events: Option<Vec<RawEvent>>,
     pub transitions: Vec<RawTransition>,
@@ -98,6 +103,7 @@ impl RawSpec {
             loc,
             phases: Vec::new(),
             conditions: Vec::new(),
+            children: Vec::new(),
             events: None,
             transitions: Vec::new(),
             finalizer: None,
@@ -160,6 +166,27 @@ pub struct RawTimeout {
 pub struct RawCondition {
     pub name: Name,
     pub description: Option<String>,
+    /// `from: child.ready` or `from: child.Condition`: the engine derives it from a child.
+    pub from: Option<Name>,
+}
+
+/// A child the engine applies in some phases (`children:`).
+#[derive(Debug)]
+pub struct RawChild {
+    pub name: Name,
+    /// Its Rust type, as written (`Job`, `k8s_openapi::api::batch::v1::Job`).
+    pub type_path: Option<Text>,
+    pub description: Option<String>,
+    /// The phases it exists in.
+    pub phases: Vec<Name>,
+    /// Children that must be ready before it is applied.
+    pub after: Vec<Name>,
+    /// `kstatus` (the default) or one of its condition types.
+    pub ready: Option<Name>,
+    /// `delete` (the default) or `keep`: what happens to it outside its phases.
+    pub on_leave: Option<Name>,
+    /// `always` (the default) or `once`: whether an existing child is updated.
+    pub apply: Option<Name>,
 }
 
 #[derive(Debug)]

@@ -33,7 +33,7 @@ async fn the_database_demo_shows_each_transition_as_it_happens() {
         for line in [
             format!("{db}: created (Pending)"),
             format!("{db}: Pending → Provisioning"),
-            format!("{db}: 3 of 3 replicas of {db} are ready, at revision {db}-"),
+            format!("{db}: The StatefulSet {db} is ready: Partition rollout complete. updated: 3."),
             format!("{db}: Provisioning → Running"),
             format!("{db}: Running → Degraded"),
             format!("{db}: Degraded → Running"),

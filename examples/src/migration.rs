@@ -3,12 +3,13 @@
 //!
 //! - AwaitingApproval: `Approved` is True once a person sets `spec.approvedBy` (the rule
 //!   `when Approved` then moves it to Running); until then it says whom it waits for.
-//! - Running: applies its Job (server-side apply, skipped while unchanged; the step adds the
-//!   ownerReference, so the garbage collector removes the Job and its pods with the
-//!   Migration) and reads the Job from the operator's cache: its `Complete` condition makes
-//!   `JobComplete` True (→ Succeeded), its `Failed` condition makes `JobFailed` True with the
-//!   Job's own reason and message (→ Failed). Nothing here claims what the Job's status does
-//!   not say. The phase's 10-minute timeout fails a migration whose Job never finishes.
+//! - Running: the spec declares the Job (`children: migrate`), so the engine applies it from
+//!   [`MigrationHandler::migrate`] (server-side apply, skipped while unchanged, owned by the
+//!   Migration so the garbage collector removes it and its pods with it), and writes
+//!   `JobComplete` and `JobFailed` from the Job's own `Complete` and `Failed` conditions, with
+//!   the Job's reason and message (→ Succeeded, → Failed). The handler of Running has nothing
+//!   to do; nothing here claims what the Job's status does not say. The phase's 10-minute
+//!   timeout fails a migration whose Job never finishes.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +17,6 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
 use kube::{Client, CustomResource, ResourceExt};
-use kube_fsm::handler::ContextError;
 use kube_fsm::machine::ConditionError;
 use kube_fsm::{MachineStatus, Next, Operator, Step, state_machine};
 use schemars::JsonSchema;
@@ -56,17 +56,11 @@ pub struct MigrationStatus {
     /// Phase, conditions, observedGeneration and phase entry time, owned by kube-fsm.
     #[serde(flatten)]
     pub machine: MachineStatus<MigrationPhase>,
-    /// The Job that runs it, once it is made.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job: Option<String>,
 }
 
 /// Why a handler failed; the engine logs it and retries the object with backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
-    /// A request for the Job failed, or its cache is missing.
-    #[error("the migration's Job: {0}")]
-    Job(#[from] ContextError),
     /// A condition was rejected (a bug in this example: reasons are constants).
     #[error(transparent)]
     Condition(#[from] ConditionError),
@@ -102,7 +96,6 @@ fn desired_job(migration: &Migration) -> Job {
     });
     let mut job: Job = serde_json::from_value(job).expect("a Job");
     job.metadata = ObjectMeta {
-        name: Some(migration.name_any()),
         labels: Some(BTreeMap::from([(
             MANAGED_BY.0.to_owned(),
             MANAGED_BY.1.to_owned(),
@@ -110,22 +103,6 @@ fn desired_job(migration: &Migration) -> Job {
         ..ObjectMeta::default()
     };
     job
-}
-
-/// The Job's condition of `type_` when it is True: its reason and message.
-fn job_condition(job: &Job, type_: &str) -> Option<(String, String)> {
-    job.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == "True")
-        .map(|c| {
-            (
-                c.reason.clone().unwrap_or_else(|| type_.to_owned()),
-                c.message.clone().unwrap_or_default(),
-            )
-        })
 }
 
 impl MigrationHandler for Handlers {
@@ -155,37 +132,25 @@ impl MigrationHandler for Handlers {
 
     async fn on_running(
         &self,
-        migration: &Migration,
-        step: &mut Step<Migration>,
+        _migration: &Migration,
+        _step: &mut Step<Migration>,
     ) -> Result<MigrationRunningNext, HandlerError> {
-        let name = migration.name_any();
-        let job = match step.child::<Job>(&name)? {
-            Some(job) => job,
-            None => {
-                step.apply(desired_job(migration)).await?;
-                step.status_mut().job = Some(name);
-                return Ok(Next::Stay);
-            }
-        };
-        if let Some((reason, message)) = job_condition(&job, "Complete") {
-            step.set_condition(MigrationCondition::JobComplete, true, &reason, message)?;
-        } else if let Some((reason, message)) = job_condition(&job, "Failed") {
-            step.set_condition(MigrationCondition::JobFailed, true, &reason, message)?;
-        } else {
-            let active = job.status.as_ref().and_then(|s| s.active).unwrap_or(0);
-            step.set_condition(
-                MigrationCondition::JobComplete,
-                false,
-                "JobRunning",
-                format!("Job {name} runs ({active} pod(s) active)"),
-            )?;
-        }
+        // The engine applies the Job and derives JobComplete / JobFailed from it.
         Ok(Next::Stay)
+    }
+
+    async fn migrate(
+        &self,
+        migration: &Migration,
+        _step: &Step<Migration>,
+    ) -> Result<Job, HandlerError> {
+        Ok(desired_job(migration))
     }
 }
 
 /// The operator: Migrations in `namespace` (or everywhere), reconciled again when a Job they
-/// own changes. Only the Jobs with the examples' label are watched.
+/// own changes. The Job's watch comes from the spec's `children:`; the one here narrows it to
+/// the Jobs with the examples' label (the first config of a kind wins).
 pub fn operator(client: Client, namespace: Option<&str>) -> Operator<Migration, Handlers> {
     let operator = Operator::<Migration, Handlers>::new(client, Handlers)
         .reporter("kube-fsm-examples")
@@ -207,6 +172,7 @@ mod tests {
     use std::sync::Arc;
 
     use k8s_openapi::jiff::Timestamp;
+    use kube::Resource;
     use kube_fsm::watch::Cache;
     use kube_fsm::{Context, testing};
 
@@ -227,10 +193,16 @@ mod tests {
         migration
     }
 
-    /// The migration's Job as the Job controller leaves it: condition `type_` True.
+    /// The migration's Job as the engine applied it and the Job controller leaves it:
+    /// condition `type_` True.
     fn job(type_: &str, reason: &str) -> Job {
-        let mut job = desired_job(&migration(Some("a")));
+        let owner = migration(Some("a"));
+        let mut job = desired_job(&owner);
+        job.metadata.name = Some("m-migrate".into());
         job.metadata.namespace = Some("ns".into());
+        job.metadata.owner_references = owner.controller_owner_ref(&()).map(|o| vec![o]);
+        (job.metadata.labels.get_or_insert_with(Default::default))
+            .insert(kube_fsm::children::CHILD_LABEL.into(), "migrate".into());
         job.status = serde_json::from_value(serde_json::json!({
             "conditions": [{ "type": type_, "status": "True", "reason": reason,
                 "message": "Job has reached the specified backoff limit" }],
@@ -260,6 +232,7 @@ mod tests {
     #[tokio::test]
     async fn the_jobs_own_status_ends_it_with_the_jobs_reason() {
         let running = testing::in_phase(migration(Some("alice")), MigrationPhase::Running);
+        // The Job is in the cache as applied: no request (there is no cluster here).
         let failed = step(&running, vec![job("Failed", "BackoffLimitExceeded")]).await;
         assert_eq!(failed.phase, MigrationPhase::Failed);
         let condition = failed
@@ -270,6 +243,10 @@ mod tests {
             .find(|c| c.type_ == "JobFailed")
             .expect("JobFailed");
         assert_eq!(condition.reason, "BackoffLimitExceeded");
+        assert_eq!(
+            condition.message,
+            "The Job m-migrate reports `Failed` True: Job has reached the specified backoff limit."
+        );
         let done = step(&running, vec![job("Complete", "CompletionsReached")]).await;
         assert_eq!(done.phase, MigrationPhase::Succeeded);
     }

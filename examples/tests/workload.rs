@@ -51,10 +51,13 @@ async fn a_node_taken_away_degrades_the_database_until_its_replica_runs_again() 
     let pods_ready = condition(&degraded, "PodsReady");
     assert_eq!(
         (pods_ready.status.as_str(), pods_ready.reason.as_str()),
-        ("False", "ReplicasNotReady"),
+        ("False", "LessReady"),
         "{pods_ready:?}"
     );
-    assert_eq!(pods_ready.message, "2 of 3 replicas of orders are ready.");
+    assert_eq!(
+        pods_ready.message,
+        "The StatefulSet orders is not ready yet: Ready: 2/3."
+    );
     assert_eq!(condition(&degraded, "ServiceAvailable").status, "True");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let still = api.get("orders").await.expect("get");

@@ -218,10 +218,35 @@ pub fn explain(
         .filter(|w| w.holds == Some(false))
         .flat_map(|w| {
             w.requires.iter().filter(|r| r.is != r.needs).map(|r| {
-                format!(
+                let waiting = format!(
                     "{} to be {} (it is {}) for {}",
                     r.condition, r.needs, r.is, w.to
-                )
+                );
+                // A condition the engine derives from a child: which one, and what it says.
+                match machine
+                    .children
+                    .iter()
+                    .find(|c| c.derives.contains(&r.condition))
+                {
+                    Some(child) => {
+                        let says = object
+                            .condition(&r.condition)
+                            .and_then(|c| c["message"].as_str());
+                        printable(&match says {
+                            Some(message) if !message.is_empty() => {
+                                format!(
+                                    "{waiting}, from the child `{}` ({}): {message}",
+                                    child.name, child.type_path
+                                )
+                            }
+                            _ => format!(
+                                "{waiting}, from the child `{}` ({})",
+                                child.name, child.type_path
+                            ),
+                        })
+                    }
+                    None => waiting,
+                }
             })
         })
         .collect();

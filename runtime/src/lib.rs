@@ -83,12 +83,15 @@ pub mod __private {
     //! it names nothing else): the runtime's modules may move without breaking users' builds.
     //! Not a public API.
     pub use crate::handler::context::Context;
+    pub use crate::handler::declared::Wiring;
     pub use crate::handler::dispatch::Dispatch;
     pub use crate::handler::step::Step;
+    pub use crate::handler::step_error::StepError;
     pub use crate::machine::data::UnknownPhase;
     pub use crate::machine::data::{
-        ConditionData, ConditionType, DriftPolicy, EdgeData, MachineData, Phase, PhaseData,
-        PictureData, ReadyData, Requirement, RetiredData, TimeoutData, TriggerData,
+        ChildData, ConditionData, ConditionType, DerivedData, DriftPolicy, EdgeData, MachineData,
+        Phase, PhaseData, PictureData, ReadyData, Requirement, RetiredData, SourceData,
+        TimeoutData, TriggerData,
     };
     pub use crate::machine::next::{Choice, Cleanup, IllegalTarget, Next, Verdict};
     pub use crate::machine::state_machine::StateMachine;

@@ -5,7 +5,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use crate::lower::{Diagrams, Lowered};
-use crate::model::{Drift, Trigger};
+use crate::model::{Drift, Source, Trigger};
 use crate::picture::Pictures;
 
 pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
@@ -33,7 +33,27 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
     let conditions = machine.conditions.iter().map(|c| {
         let name = &c.type_name;
         let description = c.description.as_deref().unwrap_or("");
-        quote!(::kube_fsm::__private::ConditionData { name: #name, description: #description })
+        let from = match &c.from {
+            Some(derived) => {
+                let child = derived.child;
+                let source = source(&derived.source);
+                quote!(::core::option::Option::Some(::kube_fsm::__private::DerivedData { child: #child, source: #source }))
+            }
+            None => quote!(::core::option::Option::None),
+        };
+        quote!(::kube_fsm::__private::ConditionData { name: #name, description: #description, from: #from })
+    });
+    let children = machine.children.iter().map(|c| {
+        let (name, type_path) = (&c.name, &c.type_path);
+        let description = c.description.as_deref().unwrap_or("");
+        let (phases, after) = (&c.phases, &c.after);
+        let ready = source(&c.ready);
+        let (delete_on_leave, once) = (c.delete_on_leave, c.once);
+        quote!(::kube_fsm::__private::ChildData {
+            name: #name, type_path: #type_path, description: #description,
+            phases: &[#(#phases),*], after: &[#(#after),*], ready: #ready,
+            delete_on_leave: #delete_on_leave, once: #once,
+        })
     });
     let events = machine.events.iter().map(|e| &e.name);
     let edges = machine.edges.iter().map(|e| {
@@ -101,6 +121,7 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
             kind: #kind,
             phases: &[#(#phases),*],
             conditions: &[#(#conditions),*],
+            children: &[#(#children),*],
             events: &[#(#events),*],
             edges: &[#(#edges),*],
             initial: #initial,
@@ -115,5 +136,13 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
             cel_first_phase_rule: #cel_first_phase_rule,
             source: #source,
         }
+    }
+}
+
+/// A child's part a condition or its readiness reads, as `SourceData`.
+fn source(source: &Source) -> TokenStream {
+    match source {
+        Source::Ready => quote!(::kube_fsm::__private::SourceData::Ready),
+        Source::Condition(c) => quote!(::kube_fsm::__private::SourceData::Condition(#c)),
     }
 }

@@ -29,6 +29,15 @@ pub fn handler_trait(lowered: &Lowered<'_>) -> TokenStream {
                 -> impl ::core::future::Future<Output = ::core::result::Result<::kube_fsm::__private::Cleanup, Self::Error>> + ::core::marker::Send;
         }
     });
+    let builders = lowered.children.iter().map(|child| {
+        let (method, ty) = (&child.method, &child.ty);
+        let builder_doc = doc(&child.doc);
+        quote! {
+            #builder_doc
+            fn #method(&self, object: &#kind, step: &::kube_fsm::__private::Step<#kind>)
+                -> impl ::core::future::Future<Output = ::core::result::Result<#ty, Self::Error>> + ::core::marker::Send;
+        }
+    });
     let trait_doc = doc(&lowered.docs.handler);
     quote! {
         #trait_doc
@@ -37,6 +46,8 @@ pub fn handler_trait(lowered: &Lowered<'_>) -> TokenStream {
             type Error: ::std::error::Error + ::core::marker::Send + ::core::marker::Sync + 'static;
 
             #(#methods)*
+
+            #(#builders)*
 
             #cleanup
 
@@ -78,6 +89,7 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
             ::core::result::Result::Ok(::kube_fsm::__private::Cleanup::Done)
         )))
     };
+    let children = declared_children(lowered);
     let status_impl = lowered.status_field.as_ref().map(|(field, span)| {
         // Spanned at `#[kube(status = "...")]`, so a status without the field is reported there.
         let get = quote_spanned!(*span=> status.#field);
@@ -125,6 +137,8 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
                     #cleanup
                 }
 
+                #children
+
                 fn before_transition<'a>(handler: &'a H, object: &'a Self, from: #phase_enum, to: #phase_enum)
                     -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<::kube_fsm::__private::Verdict, H::Error>> {
                     ::std::boxed::Box::pin(handler.before_transition(object, from, to))
@@ -138,4 +152,64 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
         }
     });
     quote!(#status_impl)
+}
+
+/// `Dispatch::children` and `Dispatch::wire_children` of a machine with `children:` (the
+/// defaults do nothing): each child, in `after:` order, asked of the engine, built by the
+/// handler when the engine says so, and applied.
+fn declared_children(lowered: &Lowered<'_>) -> Option<TokenStream> {
+    if lowered.children.is_empty() {
+        return None;
+    }
+    let phase_enum = &lowered.types.phase;
+    let steps = lowered.children.iter().map(|child| {
+        let (method, ty, name) = (&child.method, &child.ty, &child.name);
+        let index = child.index;
+        quote! {
+            if step.declared::<#ty>(#index, phase).await.map_err(::kube_fsm::__private::StepError::child(#name))? {
+                let built = handler.#method(object, step).await.map_err(::kube_fsm::__private::StepError::Handler)?;
+                step.apply_declared::<#ty>(#index, built).await.map_err(::kube_fsm::__private::StepError::child(#name))?;
+            }
+        }
+    });
+    let removals = lowered.children.iter().rev().filter(|c| c.ordered).map(|child| {
+        let (ty, name, index) = (&child.ty, &child.name, child.index);
+        quote! {
+            if !step.remove_declared::<#ty>(#index).await.map_err(::kube_fsm::__private::StepError::child(#name))? {
+                return ::core::result::Result::Ok(false);
+            }
+        }
+    });
+    let mut types: Vec<String> = Vec::new();
+    let wires = lowered.children.iter().filter_map(|child| {
+        let ty = &child.ty;
+        let key = quote!(#ty).to_string();
+        if types.contains(&key) {
+            return None;
+        }
+        types.push(key);
+        Some(quote!(wiring.owns::<#ty>();))
+    });
+    let wires: Vec<TokenStream> = wires.collect();
+    Some(quote! {
+        fn children<'a>(handler: &'a H, object: &'a Self, step: &'a mut ::kube_fsm::__private::Step<Self>, phase: #phase_enum)
+            -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<(), ::kube_fsm::__private::StepError<H::Error>>> {
+            ::std::boxed::Box::pin(async move {
+                #(#steps)*
+                ::core::result::Result::Ok(())
+            })
+        }
+
+        fn remove_children<'a>(step: &'a ::kube_fsm::__private::Step<Self>)
+            -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<bool, ::kube_fsm::__private::StepError<H::Error>>> {
+            ::std::boxed::Box::pin(async move {
+                #(#removals)*
+                ::core::result::Result::Ok(true)
+            })
+        }
+
+        fn wire_children<W: ::kube_fsm::__private::Wiring>(wiring: &mut W) {
+            #(#wires)*
+        }
+    })
 }

@@ -10,7 +10,10 @@ use crate::model::{Machine, Trigger};
 use crate::names::to_snake;
 use crate::picture::Pictures;
 
+mod children;
 mod illegal;
+
+pub use children::LoweredChild;
 pub(crate) mod render;
 
 /// What lowering needs besides the machine.
@@ -42,6 +45,8 @@ pub struct Lowered<'m> {
     pub phases: Vec<LoweredPhase>,
     pub conditions: Vec<Variant>,
     pub events: Vec<Variant>,
+    /// The declared children, in the order a step applies them.
+    pub children: Vec<LoweredChild>,
     /// `u64` words per phase set in the bit matrices.
     pub words: usize,
     /// Which phases are terminal, as bits.
@@ -174,6 +179,7 @@ pub fn lower<'m>(machine: &'m Machine, target: &Target<'_>) -> Lowered<'m> {
         source: target.source.to_owned(),
         conditions: conditions(machine),
         events: events(machine),
+        children: children::children(machine),
         words,
         terminal_bits: bits(words, count, |i| machine.phases[i].terminal),
         edge_bits: phases

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! phases(Pending(initial), Provisioning(requeue_after = "10s", timeout = "10m" -> Failed), Failed(terminal)),
-//! conditions(PodsReady, "example.com/Synced"(description = "...")),
+//! conditions(PodsReady, "example.com/Synced"(description = "..."), Done(from = job.Complete)),
+//! children(job(type = Job, phases(Running), ready = Complete)), // optional: see `children`
 //! events(Accept(description = "...")),               // optional
 //! transitions(Pending -> Provisioning on Accept, [A, B] -> Failed when PodsReady && !Synced),
 //! finalizer = "example.com/cleanup",
@@ -21,9 +22,10 @@ use syn::punctuated::Punctuated;
 use syn::{Ident, LitStr, Token, bracketed, parenthesized};
 
 use crate::diag::{Diagnostic, Loc};
+use crate::parse::children;
 use crate::spec::{
-    Name, RawCondition, RawEvent, RawPhase, RawReady, RawRequirement, RawRetired, RawSpec,
-    RawTimeout, RawTransition, Section,
+    Name, RawEvent, RawPhase, RawReady, RawRequirement, RawRetired, RawSpec, RawTimeout,
+    RawTransition, Section,
 };
 
 /// A parse result: the value, or the first mistake (syn's errors convert with `?`).
@@ -39,7 +41,7 @@ const PHASE_OPTIONS: [&str; 6] = [
     "timeout",
 ];
 
-fn name(ident: &Ident) -> Name {
+pub(super) fn name(ident: &Ident) -> Name {
     Name {
         text: ident.to_string(),
         loc: Loc::Span(ident.span()),
@@ -69,14 +71,12 @@ pub fn parse_section(input: ParseStream<'_>, spec: &mut RawSpec, section: &Ident
     };
     match known {
         Section::Phases => spec.phases.extend(list(&parens(input)?, phase)?),
-        Section::Conditions => {
-            let list = list(&parens(input)?, described)?;
-            spec.conditions
-                .extend(list.into_iter().map(|d| RawCondition {
-                    name: d.name,
-                    description: d.description,
-                }));
-        }
+        Section::Conditions => spec
+            .conditions
+            .extend(list(&parens(input)?, children::condition)?),
+        Section::Children => spec
+            .children
+            .extend(list(&parens(input)?, children::child)?),
         Section::Events => {
             let list = list(&parens(input)?, described)?;
             spec.events
@@ -107,14 +107,17 @@ pub fn empty(span: Span) -> RawSpec {
 }
 
 /// The contents of `( .. )`.
-fn parens<'a>(input: ParseStream<'a>) -> syn::Result<ParseBuffer<'a>> {
+pub(super) fn parens<'a>(input: ParseStream<'a>) -> syn::Result<ParseBuffer<'a>> {
     let content;
     parenthesized!(content in input);
     Ok(content)
 }
 
 /// `item, item, ..` up to the end of `input`, with an optional trailing comma.
-fn list<T>(input: ParseStream<'_>, item: fn(ParseStream<'_>) -> Parsed<T>) -> Parsed<Vec<T>> {
+pub(super) fn list<T>(
+    input: ParseStream<'_>,
+    item: fn(ParseStream<'_>) -> Parsed<T>,
+) -> Parsed<Vec<T>> {
     let mut out = Vec::new();
     while !input.is_empty() {
         out.push(item(input)?);
@@ -248,7 +251,7 @@ fn ready(input: ParseStream<'_>, section: &Ident) -> Parsed<RawReady> {
     Ok(ready)
 }
 
-fn parse_name(input: ParseStream<'_>) -> syn::Result<Name> {
+pub(super) fn parse_name(input: ParseStream<'_>) -> syn::Result<Name> {
     if input.peek(LitStr) {
         Ok(text(&input.parse()?))
     } else {
@@ -259,7 +262,7 @@ fn parse_name(input: ParseStream<'_>) -> syn::Result<Name> {
 
 /// Any identifier, keywords too, so that `Self` as a phase name gets our "is a Rust keyword"
 /// error.
-fn any_ident(input: ParseStream<'_>) -> syn::Result<Ident> {
+pub(super) fn any_ident(input: ParseStream<'_>) -> syn::Result<Ident> {
     syn::ext::IdentExt::parse_any(input)
 }
 

@@ -2,4 +2,5 @@
 //! `args::Input`.
 
 pub mod args;
+mod children;
 pub mod dsl;

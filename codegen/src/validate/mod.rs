@@ -11,6 +11,7 @@
 //!   errors.
 
 mod check;
+mod children;
 mod duration;
 mod graph;
 mod resolve;

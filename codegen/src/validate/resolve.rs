@@ -7,7 +7,7 @@
 //! reports unknown names itself and applies each rule of [`check`] as it meets the item the
 //! rule is about: an item that breaks one stays out of the best-effort machine.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::diag::{Diagnostic, Loc};
 use crate::model::{
@@ -28,6 +28,7 @@ pub fn resolve(spec: &RawSpec, cx: &Ctxt) -> Resolved {
         machine: Machine {
             phases: Vec::new(),
             conditions: Vec::new(),
+            children: Vec::new(),
             events: Vec::new(),
             edges: Vec::new(),
             initial: 0,
@@ -39,12 +40,16 @@ pub fn resolve(spec: &RawSpec, cx: &Ctxt) -> Resolved {
         locations: Locations::default(),
         phase_index: BTreeMap::new(),
         condition_index: BTreeMap::new(),
+        child_index: BTreeMap::new(),
+        broken_children: BTreeSet::new(),
         timeouts: Vec::new(),
     };
     r.phases();
+    r.children();
     r.conditions();
     let events_declared = r.declared_events();
     let transitions_resolved = r.transitions(events_declared);
+    r.derived_read_where_child_exists();
     r.timeouts();
     r.machine.finalizer = spec.finalizer.as_ref().map(|f| {
         check::finalizer(cx, f);
@@ -68,14 +73,18 @@ pub fn resolve(spec: &RawSpec, cx: &Ctxt) -> Resolved {
     }
 }
 
-struct Resolver<'a, 'c> {
-    spec: &'a RawSpec,
-    cx: &'c Ctxt,
+pub(super) struct Resolver<'a, 'c> {
+    pub(super) spec: &'a RawSpec,
+    pub(super) cx: &'c Ctxt,
     /// The machine so far.
-    machine: Machine,
+    pub(super) machine: Machine,
     locations: Locations,
-    phase_index: BTreeMap<String, usize>,
-    condition_index: BTreeMap<String, usize>,
+    pub(super) phase_index: BTreeMap<String, usize>,
+    pub(super) condition_index: BTreeMap<String, usize>,
+    pub(super) child_index: BTreeMap<String, usize>,
+    /// Children declared with a valid name but refused for another error (already reported):
+    /// naming them in `after:` or `from:` is not reported again.
+    pub(super) broken_children: BTreeSet<String>,
     /// Phases with a timeout, waiting for the edges (a timeout follows a declared transition).
     timeouts: Vec<(usize, &'a RawTimeout)>,
 }
@@ -150,6 +159,9 @@ impl<'a> Resolver<'a, '_> {
             if !accepted {
                 continue;
             }
+            // A `from:` in error (reported) leaves the condition declared, as if handler-set,
+            // so the rules that read it are not reported again.
+            let from = raw.from.as_ref().and_then(|from| self.derived(name, from));
             variants.insert(variant.clone(), name.text.clone());
             declared.insert(&name.text, name.loc);
             self.condition_index
@@ -158,6 +170,7 @@ impl<'a> Resolver<'a, '_> {
                 type_name: name.text.clone(),
                 variant,
                 description: raw.description.clone(),
+                from,
             });
         }
     }
@@ -384,7 +397,7 @@ impl<'a> Resolver<'a, '_> {
 
     // ---- names and values ------------------------------------------------------------------
 
-    fn phase(&mut self, name: &Name, role: &str) -> Option<usize> {
+    pub(super) fn phase(&mut self, name: &Name, role: &str) -> Option<usize> {
         if let Some(&i) = self.phase_index.get(&name.text) {
             return Some(i);
         }

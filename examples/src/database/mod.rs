@@ -1,19 +1,23 @@
 //! The `Database` custom resource, driven by `specs/database.yaml`: a database that runs as a
 //! StatefulSet whose state the cluster's controllers write.
 //!
-//! Each Database owns three children, applied server-side from the operator's cache (no
-//! request while they hold what is desired) with the Database as their controller owner, so
-//! that the garbage collector removes them, and the pods, with it ([`workload`]): a credentials
-//! Secret (made once, never rotated), a headless Service, and a StatefulSet of
-//! `spec.replicas` pods of `postgres:<spec.version>`, one per node. Its two conditions come
-//! from what the controllers report ([`health`]), never from the handler's hopes:
+//! The spec declares its three children (`children:`), which the engine applies server-side
+//! from the operator's cache (no request while they hold what is desired) with the Database
+//! as their controller owner, so that the garbage collector removes them, and the pods, with
+//! it; the handler only builds them ([`workload`]): a credentials Secret (`apply: once`: made
+//! once, never rotated), a headless Service, and a StatefulSet of `spec.replicas` pods of
+//! `postgres:<spec.version>`, one per node, applied only once the credentials exist
+//! (`after: [credentials]`). Its two conditions come from what the controllers report, never
+//! from the handler's hopes:
 //!
-//! - `PodsReady`: the StatefulSet's status — observed generation, ready replicas = desired,
-//!   the current revision everywhere;
-//! - `ServiceAvailable`: the Service's EndpointSlices — at least one ready endpoint.
+//! - `PodsReady` (`from: db.ready`): the engine's, by kstatus's rules for a StatefulSet —
+//!   observed generation, ready replicas = desired, the current revision everywhere — with
+//!   kstatus's message;
+//! - `ServiceAvailable`: the handler's, from the Service's EndpointSlices ([`health`]) — at
+//!   least one ready endpoint.
 //!
-//! Phases: Pending accepts at once; Provisioning applies the children and moves to Running
-//! once both conditions hold (`when [PodsReady, ServiceAvailable]`, or Failed after its
+//! Phases: Pending accepts at once; in Provisioning the engine applies the children and the
+//! rule `when [PodsReady, ServiceAvailable]` moves it to Running (or Failed after its
 //! 10-minute timeout); Running goes Degraded when a replica is lost (`when !PodsReady`, e.g.
 //! a node taken away: its pod cannot run on another node that already has one) and Degraded
 //! back to Running when every replica is ready again. Deletion needs no cleanup: the garbage
@@ -80,8 +84,8 @@ pub struct DatabaseStatus {
 /// Why a handler failed; the engine logs it and retries the object with backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
-    /// A request for a child failed, or its cache is missing.
-    #[error("the database's workload: {0}")]
+    /// The cache of EndpointSlices is missing.
+    #[error("the database's endpoints: {0}")]
     Child(#[from] ContextError),
     /// The operating system gave no random bytes for the credentials.
     #[error("the database's credentials: {0}")]
@@ -114,27 +118,10 @@ pub fn service_key(slice: &EndpointSlice) -> Vec<String> {
         .collect()
 }
 
-/// Applies the workload (each apply skipped while the cached child holds it) and sets both
-/// conditions, and the endpoint once something answers, from what the controllers report.
-async fn converge(db: &Database, step: &mut Step<Database>) -> Result<(), HandlerError> {
-    if step
-        .child::<Secret>(&workload::credentials_name(db))?
-        .is_none()
-    {
-        step.apply(workload::credentials(db)?).await?;
-    }
-    step.apply(workload::service(db)).await?;
-    step.apply(workload::stateful_set(db)).await?;
-    let name = db.name_any();
-    let set = step.child::<StatefulSet>(&name)?;
-    let pods = health::pods_ready(set.as_deref(), db.spec.replicas);
-    step.set_condition(
-        DatabaseCondition::PodsReady,
-        pods.holds,
-        pods.reason,
-        pods.message,
-    )?;
-    let key = format!("{}/{name}", db.namespace().unwrap_or_default());
+/// Sets `ServiceAvailable`, and the endpoint once something answers, from the Service's
+/// EndpointSlices (the engine has applied the children and derived `PodsReady`).
+fn observe(db: &Database, step: &mut Step<Database>) -> Result<(), HandlerError> {
+    let key = format!("{}/{}", db.namespace().unwrap_or_default(), db.name_any());
     let slices = step.cache::<EndpointSlice>()?.indexed(BY_SERVICE, &key);
     let service = health::service_available(&slices, &endpoint(db));
     step.set_condition(
@@ -161,25 +148,24 @@ impl DatabaseHandler for Handlers {
         Ok(DatabasePendingEvent::Accept.into())
     }
 
-    /// Applies the workload; `when [PodsReady, ServiceAvailable]` moves it to Running once the
-    /// controllers report every replica ready and the Service answering.
+    /// `when [PodsReady, ServiceAvailable]` moves it to Running once the controllers report
+    /// every replica ready and the Service answering.
     async fn on_provisioning(
         &self,
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseProvisioningNext, HandlerError> {
-        converge(db, step).await?;
+        observe(db, step)?;
         Ok(Next::Stay)
     }
 
-    /// Keeps the workload as desired; a replica lost makes `PodsReady` False, and
-    /// `when !PodsReady` moves it to Degraded.
+    /// A replica lost makes `PodsReady` False, and `when !PodsReady` moves it to Degraded.
     async fn on_running(
         &self,
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseRunningNext, HandlerError> {
-        converge(db, step).await?;
+        observe(db, step)?;
         Ok(Next::Stay)
     }
 
@@ -189,8 +175,31 @@ impl DatabaseHandler for Handlers {
         db: &Database,
         step: &mut Step<Database>,
     ) -> Result<DatabaseDegradedNext, HandlerError> {
-        converge(db, step).await?;
+        observe(db, step)?;
         Ok(Next::Stay)
+    }
+
+    /// The credentials, made once (the engine does not call this while they exist).
+    async fn credentials(
+        &self,
+        db: &Database,
+        _step: &Step<Database>,
+    ) -> Result<Secret, HandlerError> {
+        Ok(workload::credentials(db)?)
+    }
+
+    /// The headless Service.
+    async fn service(
+        &self,
+        db: &Database,
+        _step: &Step<Database>,
+    ) -> Result<Service, HandlerError> {
+        Ok(workload::service(db))
+    }
+
+    /// The StatefulSet.
+    async fn db(&self, db: &Database, _step: &Step<Database>) -> Result<StatefulSet, HandlerError> {
+        Ok(workload::stateful_set(db))
     }
 
     /// Nothing to do: the garbage collector deletes the children through their
@@ -205,8 +214,9 @@ impl DatabaseHandler for Handlers {
 }
 
 /// The operator: Databases in `namespace` (or everywhere), reconciled again when a child they
-/// own changes (only children with the examples' label are watched) or when their Service's
-/// EndpointSlices do (the EndpointSlice controller copies the Service's labels onto them).
+/// own changes (the spec's children are watched; the `owns` here narrow those watches to the
+/// examples' label) or when their Service's EndpointSlices do (the EndpointSlice controller
+/// copies the Service's labels onto them).
 pub fn operator(client: Client, namespace: Option<&str>) -> Operator<Database, Handlers> {
     let labelled = || watcher::Config::default().labels(&child_selector());
     let operator = Operator::<Database, Handlers>::new(client, Handlers)

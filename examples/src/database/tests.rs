@@ -25,9 +25,11 @@ fn database() -> Database {
     db
 }
 
-/// `child` as the server stores it after the operator's apply.
-fn stored<C: Resource + Clone>(mut child: C, db: &Database) -> C {
+/// `child`, the spec's child `name`, as the server stores it after the engine's apply.
+fn stored<C: Resource + Clone>(mut child: C, name: &str, db: &Database) -> C {
     let meta = child.meta_mut();
+    (meta.labels.get_or_insert_with(Default::default))
+        .insert(kube_fsm::children::CHILD_LABEL.into(), name.into());
     meta.namespace = db.namespace();
     meta.owner_references = kube_fsm::operator::owner_reference(db).map(|o| vec![o]);
     meta.resource_version = Some("5".into());
@@ -36,10 +38,11 @@ fn stored<C: Resource + Clone>(mut child: C, db: &Database) -> C {
 
 /// The StatefulSet as its controller reports it: `ready` of 3 replicas ready.
 fn reported(db: &Database, ready: i32) -> StatefulSet {
-    let mut set = stored(workload::stateful_set(db), db);
+    let mut set = stored(workload::stateful_set(db), "db", db);
     set.metadata.generation = Some(1);
     set.status = serde_json::from_value(serde_json::json!({
         "observedGeneration": 1, "replicas": 3, "readyReplicas": ready, "updatedReplicas": 3,
+        "currentReplicas": 3, "availableReplicas": ready,
         "currentRevision": "db-1", "updateRevision": "db-1",
     }))
     .expect("a StatefulSetStatus");
@@ -68,8 +71,14 @@ fn context(
     applied: bool,
 ) -> (Arc<Context>, canned::Log) {
     let (client, log) = canned::client(canned::echo);
-    let secrets = applied.then(|| stored(workload::credentials(db).expect("random"), db));
-    let services = applied.then(|| stored(workload::service(db), db));
+    let secrets = applied.then(|| {
+        stored(
+            workload::credentials(db).expect("random"),
+            "credentials",
+            db,
+        )
+    });
+    let services = applied.then(|| stored(workload::service(db), "service", db));
     let context = Context::new(client)
         .with_cache(Cache::from_objects(secrets))
         .with_cache(Cache::from_objects(services))
@@ -124,9 +133,10 @@ async fn it_runs_once_every_replica_is_ready_and_sends_nothing_when_converged() 
     assert_eq!(
         (pods.reason.as_str(), pods.message.as_str()),
         (
-            "ReplicasReady",
-            "3 of 3 replicas of db are ready, at revision db-1."
-        )
+            "Ready",
+            "The StatefulSet db is ready: All replicas scheduled as expected. Replicas: 3."
+        ),
+        "the engine's, by kstatus's rules for a StatefulSet"
     );
     let mut db = db;
     testing::apply(&mut db, &running);

@@ -158,3 +158,32 @@ fn a_phase_with_its_own_handler_deadline_says_so() {
     let text = explain(&plain, &Stored(&pending), vec![], NOW.parse().unwrap()).to_string();
     assert!(!text.contains("Handler:"), "{text}");
 }
+
+#[test]
+fn a_condition_derived_from_a_child_names_the_child_and_says_what_it_reports() {
+    let mut machine = Description::of(DatabasePhase::MACHINE);
+    machine.children.push(kube_fsm::machine::ChildDescription {
+        name: "db".into(),
+        type_path: "StatefulSet".into(),
+        phases: vec!["Provisioning".into()],
+        after: vec![],
+        derives: vec!["PodsReady".into()],
+    });
+    let mut object = database(
+        "Provisioning",
+        "2026-12-02T09:54:00Z",
+        &[("PodsReady", "False")],
+        json!({}),
+    );
+    object["status"]["conditions"][0]["message"] =
+        json!("The StatefulSet db is not ready yet: Ready: 2/3.");
+    let now: Timestamp = NOW.parse().unwrap();
+    let explained = explain(&machine, &Stored(&object), vec![], now);
+    assert!(
+        explained.waiting_for.iter().any(|w| w.ends_with(
+            "from the child `db` (StatefulSet): The StatefulSet db is not ready yet: Ready: 2/3."
+        )),
+        "{:?}",
+        explained.waiting_for
+    );
+}

@@ -116,6 +116,7 @@ pub(crate) mod tests_support {
         kind: "Change",
         phases: &[phase("Pending"), phase("Approved"), phase("Rejected")],
         conditions: &[],
+        children: &[],
         events: &[],
         edges: &[
             EdgeData {
@@ -149,6 +150,7 @@ pub(crate) mod tests_support {
             phase("Failed"),
         ],
         conditions: &[],
+        children: &[],
         events: &[],
         edges: &[
             edge(0, 1),

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::handler::step_plan::StepError;
+use crate::handler::step_error::StepError;
 use crate::machine::next::IllegalTransition;
 use crate::pure::backoff::Failure;
 use crate::pure::refusal::Refusal;
@@ -34,6 +34,14 @@ pub enum ReconcileError {
     /// A cache handlers read has not been filled in time.
     #[error(transparent)]
     Context(#[from] crate::handler::context::ContextError),
+    /// A child the spec declares could not be applied, found or deleted.
+    #[error("the child `{child}` declared in the spec: {source}")]
+    Child {
+        /// Its name in the spec.
+        child: &'static str,
+        /// The request's error.
+        source: crate::handler::context::ContextError,
+    },
     /// The reconcile panicked (a handler, a hook, a child builder): caught at the reconcile
     /// boundary, the object is `Stalled` and retried with backoff (see
     /// [`crate::Operator::recover_panics`]).
@@ -153,6 +161,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<StepError<E>> for Reconc
             StepError::Handler(e) => ReconcileError::Handler(Box::new(e)),
             StepError::Illegal(e) => ReconcileError::Illegal(e),
             StepError::Encode(e) => ReconcileError::Encode(e),
+            StepError::Child { child, source } => ReconcileError::Child { child, source },
         }
     }
 }

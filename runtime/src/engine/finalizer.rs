@@ -1,5 +1,6 @@
 //! The spec's finalizer: added before any phase handler runs; on deletion, `cleanup` until it
-//! reports done, then removed. Both writes are locked on the resourceVersion read; a conflict
+//! reports done, then the declared children that take part in an `after:` order removed in
+//! reverse order (JOSDK's `deletePostcondition`: each gone before the next), then removed. Both writes are locked on the resourceVersion read; a conflict
 //! sends the whole attempt back to a fresh read (the object may be gone, or its finalizers
 //! changed), and a 404 means there is nothing left to do.
 //!
@@ -12,10 +13,19 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::events::EventType;
 
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
 use crate::engine::write::Write;
 use crate::engine::{Attempt, Engine, Reconcilable, ReconcileError};
+use crate::handler::step::Step;
 use crate::machine::next::Cleanup;
 use crate::pure::pause;
+
+/// How soon a deletion waiting for a declared child to go looks again, should the child's
+/// deletion event be missed.
+const CHILD_REMOVAL_RECHECK: Duration = Duration::from_secs(10);
 
 /// What the finalizer step leaves to do.
 pub(crate) enum Gate<K> {
@@ -69,6 +79,12 @@ where
                 .map_err(|e| ReconcileError::Handler(Box::new(e)))?;
             if let Cleanup::InProgress(after) = cleanup {
                 return Ok(Gate::Stop(Attempt::Done(Some(after))));
+            }
+            // Then the children declared with an order, in reverse `after:` order; each one's
+            // deletion event brings the object back here for the next.
+            let step = Step::new(&object, Timestamp::now(), self.context.clone());
+            if !Box::pin(K::remove_children(&step)).await? {
+                return Ok(Gate::Stop(Attempt::Done(Some(CHILD_REMOVAL_RECHECK))));
             }
         }
         let rest: Vec<String> = object

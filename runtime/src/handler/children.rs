@@ -201,16 +201,33 @@ impl<K: StateMachine> Step<K> {
     where
         C: Watched,
     {
+        let deleted = self.delete_now::<C>(name).await?;
+        if deleted == Some(false)
+            && let Ok(cache) = self.context.cache::<C>()
+        {
+            cache.forget(name, self.object.namespace.as_deref());
+        }
+        Ok(deleted.is_some())
+    }
+
+    /// Deletes `name` in the background: `Some(true)` when it is gone at once (dropped from
+    /// the cache), `Some(false)` when it stays, terminating, until its own finalizers are
+    /// done (left in the cache, whose watch will see it go), `None` when it was not there.
+    pub(crate) async fn delete_now<C>(&self, name: &str) -> Result<Option<bool>, ContextError>
+    where
+        C: Watched,
+    {
         self.context.pace().write().await;
         let api = self.api::<C>();
         match fenced(api.delete(name, &DeleteParams::background())).await? {
-            Ok(_) => {
-                if let Ok(cache) = self.context.cache::<C>() {
+            Ok(answer) => {
+                let gone = answer.is_right();
+                if gone && let Ok(cache) = self.context.cache::<C>() {
                     cache.forget(name, self.object.namespace.as_deref());
                 }
-                Ok(true)
+                Ok(Some(gone))
             }
-            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(None),
             Err(err) => Err(err.into()),
         }
     }

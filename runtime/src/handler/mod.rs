@@ -5,11 +5,14 @@
 
 pub(crate) mod children;
 pub(crate) mod context;
+pub(crate) mod declared;
 pub(crate) mod dispatch;
 pub(crate) mod step;
+pub(crate) mod step_error;
 pub(crate) mod step_plan;
 
 pub use children::Applied;
 pub use context::{Context, ContextError};
+pub use declared::Wiring;
 pub use dispatch::Dispatch;
 pub use step::Step;

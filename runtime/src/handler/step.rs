@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
+use crate::children::Seen;
 use crate::handler::context::Context;
 use crate::machine::conditions::{self, ConditionError};
 use crate::machine::data::ConditionType;
@@ -26,6 +27,8 @@ pub struct Step<K: StateMachine> {
     requeue: Option<Duration>,
     pub(crate) context: Arc<Context>,
     pub(crate) object: ObjectInfo,
+    /// What this step saw of each declared child, in spec order (see `handler::declared`).
+    pub(crate) seen: Vec<Option<Seen>>,
 }
 
 impl<K: StateMachine> std::fmt::Debug for Step<K> {
@@ -68,7 +71,12 @@ impl<K: StateMachine> Step<K> {
                 shard_label: context.turns().child_label(object.meta()),
             },
             context,
+            seen: vec![None; K::machine().children.len()],
         }
+    }
+
+    pub(crate) fn generation(&self) -> Option<i64> {
+        self.generation
     }
 
     /// The status as it stands after this step's changes so far.

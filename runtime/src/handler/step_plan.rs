@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::handler::context::Context;
 use crate::handler::dispatch::Dispatch;
 use crate::handler::step::Step;
+use crate::handler::step_error::StepError;
 use crate::machine::data::Phase;
-use crate::machine::next::IllegalTransition;
 use crate::machine::next::Verdict;
 use crate::machine::state_machine::StateMachine;
 use crate::machine::status::{MachineStatus, PhaseValue};
@@ -78,20 +78,6 @@ impl<K: StateMachine> Plan<K> {
     }
 }
 
-/// Errors of a step.
-#[derive(Debug, thiserror::Error)]
-pub enum StepError<E: std::error::Error + 'static> {
-    /// A phase handler or hook failed.
-    #[error("handler failed: {0}")]
-    Handler(#[source] E),
-    /// A handler chose a target the spec does not allow.
-    #[error(transparent)]
-    Illegal(#[from] IllegalTransition),
-    /// The status could not be encoded as JSON.
-    #[error("cannot encode the status: {0}")]
-    Encode(#[from] serde_json::Error),
-}
-
 /// Asks `before_transition` about `proposal`; a refusal is recorded in `vetoed`.
 async fn ask<K, H>(
     handler: &H,
@@ -139,12 +125,18 @@ where
     let generation = object.meta().generation;
     let phase = position.phase;
 
+    // The declared children first, in every phase (a terminal one prunes those it does not
+    // keep), so that the conditions derived from them are in the step's status before the
+    // timeout, the handler and the `when` rules.
+    let mut step = Step::<K>::new(object, now, context.clone());
+    Box::pin(K::children(handler, object, &mut step, phase)).await?;
+    step.derive_declared();
+
     let mut vetoed = Vec::new();
     let mut proposal = None;
     if let Some(due) = decide::timeout_due(phase, position.clock(), now) {
         proposal = ask(handler, object, phase, due, true, &mut vetoed).await?;
     }
-    let mut step = Step::<K>::new(object, now, context.clone());
     let mut handler_requeue = None;
     if proposal.is_none() && !phase.data().terminal {
         // Boxed: the handler's future (its children, its requests) lives on the heap, and the

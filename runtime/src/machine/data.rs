@@ -13,6 +13,8 @@ pub struct MachineData {
     pub phases: &'static [PhaseData],
     /// Condition types the controller owns, in spec order.
     pub conditions: &'static [ConditionData],
+    /// The children the engine applies (the spec's `children:`), in spec order.
+    pub children: &'static [ChildData],
     /// Event names, in order of declaration (or first use).
     pub events: &'static [&'static str],
     /// Every legal edge, in spec order.
@@ -145,6 +147,56 @@ pub struct ConditionData {
     pub name: &'static str,
     /// The spec's description, or "".
     pub description: &'static str,
+    /// The child the engine derives it from (`from:`); `None`: the handlers set it.
+    pub from: Option<DerivedData>,
+}
+
+/// A condition derived from a child: `from: child.ready` or `from: child.Condition`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DerivedData {
+    /// Index of the child in [`MachineData::children`].
+    pub child: usize,
+    /// What of the child it reads.
+    pub source: SourceData,
+}
+
+/// What of a child a derived condition, or its readiness, reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceData {
+    /// Its readiness: by kstatus's rules for its kind, or by the condition its `ready:` names.
+    Ready,
+    /// One of its own conditions, by type.
+    Condition(&'static str),
+}
+
+/// A child declared in the spec: applied by the engine in its phases, from the handler's
+/// builder of the same name.
+#[derive(Debug)]
+pub struct ChildData {
+    /// The spec's name (the builder method; its object is `{object}-{name}` unless the
+    /// builder names it).
+    pub name: &'static str,
+    /// Its Rust type as written in the spec.
+    pub type_path: &'static str,
+    /// The spec's description, or "".
+    pub description: &'static str,
+    /// Indices of the phases it exists in.
+    pub phases: &'static [usize],
+    /// Indices of the children that must be ready before it is applied.
+    pub after: &'static [usize],
+    /// What makes it ready: kstatus ([`SourceData::Ready`]) or one of its conditions.
+    pub ready: SourceData,
+    /// Deleted while the object is in a phase not among `phases` (else kept).
+    pub delete_on_leave: bool,
+    /// Created when missing, never updated.
+    pub once: bool,
+}
+
+impl ChildData {
+    /// Whether it exists in phase `phase`.
+    pub fn in_phase(&self, phase: usize) -> bool {
+        self.phases.contains(&phase)
+    }
 }
 
 /// One legal edge.

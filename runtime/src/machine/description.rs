@@ -23,6 +23,9 @@ pub struct Description {
     /// The spec's condition types.
     #[serde(default)]
     pub conditions: Vec<Described>,
+    /// The children the engine applies (the spec's `children:`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildDescription>,
     /// The events handlers fire.
     #[serde(default)]
     pub events: Vec<String>,
@@ -102,6 +105,25 @@ pub struct Described {
     /// The spec's description, or "".
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+}
+
+/// A child declared in the spec.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildDescription {
+    /// Its name in the spec.
+    pub name: String,
+    /// Its Rust type as the spec writes it (e.g. `Job`).
+    #[serde(rename = "type")]
+    pub type_path: String,
+    /// The phases it exists in.
+    pub phases: Vec<String>,
+    /// The children it waits for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    /// The conditions derived from it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derives: Vec<String>,
 }
 
 /// One edge and what takes it.
@@ -197,6 +219,20 @@ impl Description {
                 .map(|c| Described {
                     name: c.name.to_owned(),
                     description: c.description.to_owned(),
+                })
+                .collect(),
+            children: (machine.children.iter().enumerate())
+                .map(|(i, c)| ChildDescription {
+                    name: c.name.to_owned(),
+                    type_path: c.type_path.to_owned(),
+                    phases: c.phases.iter().map(|&p| phase(p)).collect(),
+                    after: (c.after.iter())
+                        .map(|&a| machine.children[a].name.to_owned())
+                        .collect(),
+                    derives: (machine.conditions.iter())
+                        .filter(|d| d.from.is_some_and(|f| f.child == i))
+                        .map(|d| d.name.to_owned())
+                        .collect(),
                 })
                 .collect(),
             events: machine.events.iter().map(|e| (*e).to_owned()).collect(),

@@ -29,9 +29,9 @@ pub use data::{
     PictureData, ReadyData, Requirement, RetiredData, TimeoutData, TriggerData, UnknownPhase,
 };
 pub use description::{
-    Described, Description, MACHINE_ANNOTATION, Move, PhaseDescription, ReadyDescription,
-    RequirementDescription, TimeoutDescription, TransitionDescription, TriggerDescription,
-    no_such_transition,
+    ChildDescription, Described, Description, MACHINE_ANNOTATION, Move, PhaseDescription,
+    ReadyDescription, RequirementDescription, TimeoutDescription, TransitionDescription,
+    TriggerDescription, no_such_transition,
 };
 pub use diagram::{DiagramError, DiagramFormat};
 pub use next::{Choice, Cleanup, IllegalTarget, IllegalTransition, Next, Verdict};

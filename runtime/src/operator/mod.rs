@@ -15,6 +15,7 @@ use kube::{Client, Resource};
 
 use crate::engine::{EngineConfig, Reconcilable, RecordedEvents};
 use crate::handler::context::Caches;
+use crate::handler::declared::Wiring;
 use crate::metrics::{MachineMetrics, Metrics};
 use crate::operator::rbac::{KindNeed, Verb};
 use crate::operator::sources::Sources;
@@ -80,7 +81,7 @@ where
 {
     /// A controller for `K` driven by `handler`, watching all namespaces by default.
     pub fn new(client: Client, handler: H) -> Self {
-        Operator {
+        let mut operator = Operator {
             client,
             handler,
             namespace: None,
@@ -96,7 +97,9 @@ where
             health: Health::default(),
             caches: Caches::default(),
             needs: Vec::new(),
-        }
+        };
+        K::wire_children(&mut operator);
+        operator
     }
 
     /// Watch one namespace only.
@@ -292,14 +295,28 @@ where
         C: Watched,
     {
         self.sources.owns::<C>(&self.caches, config);
-        self.needs.push(KindNeed::of::<C>(
-            &[Verb::List, Verb::Watch, Verb::Create, Verb::Patch, Verb::Delete],
-            format!(
-                "Operator::owns::<{}>: watched, applied (an apply of a new child creates it), labelled, deleted",
-                C::kind(&())
-            ),
-        ));
+        self.need_owned::<C>(&format!("Operator::owns::<{}>", C::kind(&())));
         self
+    }
+
+    /// The permissions a child of `C` needs, for `by` (once per kind: the spec's `children:`
+    /// and an `owns` of the same kind need the same).
+    fn need_owned<C: Watched>(&mut self, by: &str) {
+        let need = KindNeed::of::<C>(
+            &[
+                Verb::List,
+                Verb::Watch,
+                Verb::Create,
+                Verb::Patch,
+                Verb::Delete,
+            ],
+            format!(
+                "{by}: watched, applied (an apply of a new child creates it), labelled, deleted"
+            ),
+        );
+        if !self.needs.iter().any(|n| n.grants_as(&need)) {
+            self.needs.push(need);
+        }
     }
 
     /// Reconcile the objects `mapper` names when a related object of type `R` changes (e.g.
@@ -448,4 +465,20 @@ pub struct RateLimitError {
 /// `metadata.ownerReferences`; Kubernetes garbage-collects the child with its owner).
 pub fn owner_reference<K: Resource<DynamicType = ()>>(owner: &K) -> Option<OwnerReference> {
     owner.controller_owner_ref(&())
+}
+
+/// The declared children's watches, as [`Operator::owns`]; an explicit `owns` of the same kind
+/// gives the watch its config (e.g. a label selector).
+impl<K, H> Wiring for Operator<K, H>
+where
+    K: Reconcilable<H>,
+    H: Send + Sync + 'static,
+{
+    fn owns<C: Watched>(&mut self) {
+        self.sources.owns_declared::<C>(&self.caches);
+        self.need_owned::<C>(&format!(
+            "a {} declared in the spec's `children:`",
+            C::kind(&())
+        ));
+    }
 }

@@ -209,6 +209,12 @@ impl KindNeed {
             why,
         }
     }
+
+    /// Whether `other` grants the same permissions (whatever its reason).
+    pub(crate) fn grants_as(&self, other: &KindNeed) -> bool {
+        (&self.group, &self.resource, &self.verbs, &self.names)
+            == (&other.group, &other.resource, &other.verbs, &other.names)
+    }
 }
 
 /// The scope of a kind for an operator watching `namespace` (`None`: all).

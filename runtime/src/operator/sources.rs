@@ -54,6 +54,8 @@ pub(crate) struct Wire<'a> {
 /// What the operator asked of one kind `R`.
 struct Source<K: Resource, R> {
     config: watcher::Config,
+    /// Set by the spec's `children:` only: the first explicit `owns`/`watches` gives the config.
+    provisional: bool,
     owners: bool,
     mappers: Vec<Mapper<K, R>>,
 }
@@ -85,7 +87,18 @@ where
     where
         R: Watched,
     {
-        self.update::<R>(caches, config, |source| source.owners = true);
+        self.update::<R>(caches, config, false, |source| source.owners = true);
+    }
+
+    /// As [`Sources::owns`] for a child the spec declares, with the default config until an
+    /// explicit `owns` or `watches` of `R` gives one (e.g. a label selector).
+    pub(crate) fn owns_declared<R>(&mut self, caches: &Caches)
+    where
+        R: Watched,
+    {
+        self.update::<R>(caches, watcher::Config::default(), true, |source| {
+            source.owners = true;
+        });
     }
 
     /// Reconcile what `mapper` names when an object of `R` changes.
@@ -97,7 +110,7 @@ where
     ) where
         R: Watched,
     {
-        self.update::<R>(caches, config, |source| source.mappers.push(mapper));
+        self.update::<R>(caches, config, false, |source| source.mappers.push(mapper));
     }
 
     /// Adds every watch to `controller`. With sharding (`shards`, the served shards' label
@@ -116,6 +129,7 @@ where
         &mut self,
         caches: &Caches,
         config: watcher::Config,
+        provisional: bool,
         change: impl FnOnce(&mut Source<K, R>),
     ) where
         R: Watched,
@@ -128,6 +142,7 @@ where
         let shared = existing.unwrap_or_else(|| {
             let shared: Shared<K, R> = Arc::new(Mutex::new(Some(Source {
                 config: config.clone(),
+                provisional,
                 owners: false,
                 mappers: Vec::new(),
             })));
@@ -139,7 +154,10 @@ where
         });
         let mut guard = shared.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(source) = guard.as_mut() {
-            if source.config != config {
+            if source.provisional && !provisional {
+                source.config = config;
+                source.provisional = false;
+            } else if source.config != config && !provisional {
                 tracing::warn!(
                     kind = %R::kind(&()),
                     "one watch per kind: the watcher config of the first `owns`/`watches` of this kind is used"
@@ -161,6 +179,7 @@ where
         let Some(Source {
             config,
             owners,
+            provisional: _,
             mappers,
         }) = taken
         else {

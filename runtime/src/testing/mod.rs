@@ -24,8 +24,9 @@ use kube::Resource;
 
 use crate::handler::context::Context;
 use crate::handler::dispatch::Dispatch;
+pub use crate::handler::step_error::StepError;
+pub use crate::handler::step_plan::Veto;
 use crate::handler::step_plan::{self, Plan};
-pub use crate::handler::step_plan::{StepError, Veto};
 use crate::machine::conditions::{status_of, truncate};
 use crate::machine::data::{ConditionType, Phase};
 use crate::machine::state_machine::StateMachine;

@@ -11,18 +11,15 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_fsm_envtest::{pods, wait};
-use kube_fsm_examples::migration::{self, Migration, MigrationSpec};
-use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
-use kube_fsm_testkit::operator::Running;
+use kube_fsm_testkit::cluster::{self, eventually};
 use serde_json::json;
 
 /// The control plane's client and a fresh namespace there; `None` after a loud skip when there
 /// is no control plane.
-async fn control_plane(test: &str, prefix: &str) -> Option<(Client, String)> {
+pub(crate) async fn control_plane(test: &str, prefix: &str) -> Option<(Client, String)> {
     let client = cluster::control_plane(test).await?;
     let ns = cluster::namespace(&client, prefix).await;
     Some((client, ns))
@@ -225,115 +222,4 @@ async fn a_pod_made_not_ready_or_failed_is_seen_so_by_its_deployment() {
 /// Panics with the sentence of a helper's error.
 fn or_panic<T>(err: kube_fsm_envtest::Error) -> T {
     panic!("{err}")
-}
-
-/// A Migration whose pod runs `labels` (kwok's failing stage reads one).
-fn migration(name: &str, approved_by: Option<&str>, labels: &[(&str, &str)]) -> Migration {
-    Migration::new(
-        name,
-        MigrationSpec {
-            image: "registry.k8s.io/pause:3.10".into(),
-            command: Vec::new(),
-            approved_by: approved_by.map(str::to_owned),
-            pod_labels: labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        },
-    )
-}
-
-/// The condition `type_` of `object`'s status.
-fn condition(object: &Migration, type_: &str) -> Option<Condition> {
-    object
-        .status
-        .as_ref()?
-        .machine
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .cloned()
-}
-
-#[tokio::test]
-async fn a_migration_follows_its_job_to_succeeded_or_failed() {
-    let test = "control_plane::a_migration_follows_its_job";
-    let Some((client, ns)) = control_plane(test, "cp-migrate").await else {
-        return;
-    };
-    cluster::install_crd(&client, migration::crd()).await;
-    let api: Api<Migration> = Api::namespaced(client.clone(), &ns);
-    let running = Running::spawn(migration::operator(client.clone(), Some(&ns)));
-
-    // Approved: its Job runs on a simulated node and completes.
-    let created = std::time::Instant::now();
-    api.create(&PostParams::default(), &migration("ok", Some("alice"), &[]))
-        .await
-        .expect("create");
-    let done = wait_phase(&api, "ok", "Succeeded").await;
-    let took = created.elapsed();
-    let complete = condition(&done, "JobComplete").expect("JobComplete");
-    assert_eq!(complete.status, "True");
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-    let job = jobs.get("ok").await.expect("its Job");
-    let completed = job
-        .status
-        .and_then(|s| s.conditions)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c.type_ == "Complete" && c.status == "True")
-        .expect("the Job is Complete");
-    assert_eq!(
-        complete.reason,
-        completed.reason.unwrap_or_default(),
-        "the Job's own reason"
-    );
-
-    // Its pod fails (kwok's stage): Failed, with the Job's reason and message.
-    api.create(
-        &PostParams::default(),
-        &migration("broken", Some("alice"), &[(pods::FAILS, "true")]),
-    )
-    .await
-    .expect("create");
-    let failed = wait_phase(&api, "broken", "Failed").await;
-    let job_failed = condition(&failed, "JobFailed").expect("JobFailed");
-    assert_eq!(
-        (job_failed.status.as_str(), job_failed.reason.as_str()),
-        ("True", "BackoffLimitExceeded"),
-        "{job_failed:?}"
-    );
-
-    // Not approved: it waits, with no Job, until someone approves it.
-    api.create(&PostParams::default(), &migration("later", None, &[]))
-        .await
-        .expect("create");
-    wait_phase(&api, "later", "AwaitingApproval").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(
-        jobs.get_opt("later").await.expect("get").is_none(),
-        "no Job before approval"
-    );
-    let waiting = api.get("later").await.expect("get");
-    assert_eq!(
-        cluster::phase_of(&waiting).as_deref(),
-        Some("AwaitingApproval")
-    );
-    let approve = json!({ "spec": { "approvedBy": "bob" } });
-    api.patch("later", &PatchParams::default(), &Patch::Merge(&approve))
-        .await
-        .expect("approve");
-    wait_phase(&api, "later", "Succeeded").await;
-    eprintln!("a migration approved at creation: Succeeded {took:?} after it (its Job on kwok)");
-
-    // Deleted: the garbage collector takes its Jobs and their pods.
-    api.delete("ok", &DeleteParams::background())
-        .await
-        .expect("delete");
-    let collected = eventually(Duration::from_secs(60), || async {
-        jobs.get_opt("ok").await.ok()?.is_none().then_some(())
-    })
-    .await;
-    assert!(collected.is_some(), "the Job of a deleted Migration stays");
-    running.stop().await;
 }

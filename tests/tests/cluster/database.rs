@@ -51,13 +51,11 @@ async fn a_database_runs_once_its_replicas_are_ready_and_takes_its_workload_when
     let status = set.status.expect("a status");
     assert_eq!((status.replicas, status.ready_replicas), (3, Some(3)));
     let pods_ready = condition(&db, "PodsReady");
-    assert_eq!(pods_ready.reason, "ReplicasReady", "{pods_ready:?}");
+    assert_eq!(pods_ready.reason, "Ready", "{pods_ready:?}");
     assert_eq!(
         pods_ready.message,
-        format!(
-            "3 of 3 replicas of orders are ready, at revision {}.",
-            status.current_revision.unwrap_or_default()
-        )
+        "The StatefulSet orders is ready: Partition rollout complete. updated: 3.",
+        "kstatus's words for a StatefulSet the server defaulted to `partition: 0`"
     );
     let available = condition(&db, "ServiceAvailable");
     assert_eq!(

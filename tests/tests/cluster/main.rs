@@ -5,6 +5,7 @@
 
 mod admission;
 mod admission_policy;
+mod children;
 mod co_writer;
 mod columns;
 mod control_plane;

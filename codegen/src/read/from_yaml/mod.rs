@@ -4,10 +4,11 @@
 use crate::diag::{Diagnostic, Diagnostics, Loc, Pos, SourceFile};
 use crate::read::yaml::{Node, Value};
 use crate::spec::{
-    Name, RawCondition, RawEvent, RawPhase, RawReady, RawRequirement, RawRetired, RawSpec,
-    RawTimeout, RawTransition, Section,
+    Name, RawEvent, RawPhase, RawReady, RawRequirement, RawRetired, RawSpec, RawTimeout,
+    RawTransition, Section,
 };
 
+mod children;
 mod shape;
 
 const PHASE_KEYS: &[&str] = &[
@@ -78,8 +79,12 @@ impl Reader<'_> {
                 }
                 Section::Conditions => {
                     for (name, body) in self.named_entries(value, "conditions") {
-                        let description = self.description_only(body, "a condition");
-                        spec.conditions.push(RawCondition { name, description });
+                        spec.conditions.push(self.condition(name, body));
+                    }
+                }
+                Section::Children => {
+                    for (name, body) in self.named_entries(value, "children") {
+                        spec.children.push(self.child(name, body));
                     }
                 }
                 Section::Events => {
