@@ -128,30 +128,54 @@ async fn note_text(maps: &Api<ConfigMap>, name: &str) -> Option<String> {
     map.data?.get("text").cloned()
 }
 
-/// What a watch of `api` saw, as `(revision, "{kind} {name} {terminating|gone}")`. The
-/// revisions are etcd's, one sequence for every kind, so events of different watches can be
-/// put in the order they were stored in.
+/// What a watch of `api` saw, as `(revision, "{kind} {name} {what}")`, each line once: `created`
+/// (its first event), `ready` (its first with a `Ready` condition True), `terminating` and
+/// `gone`. The revisions are etcd's, one sequence for every kind, so events of different
+/// watches can be put in the order they were stored in.
 fn record<K>(api: Api<K>, kind: &'static str, seen: Arc<Mutex<Vec<(u64, String)>>>)
 where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + Serialize
+        + serde::de::DeserializeOwned
+        + Send
+        + 'static,
 {
     tokio::spawn(async move {
         let mut events = watcher(api, watcher::Config::default()).boxed();
         while let Some(Ok(event)) = events.next().await {
-            let (object, what) = match event {
-                watcher::Event::Apply(o) if o.meta().deletion_timestamp.is_some() => {
-                    (o, "terminating")
-                }
-                watcher::Event::Delete(o) => (o, "gone"),
+            let (object, gone) = match event {
+                watcher::Event::Apply(o) => (o, false),
+                watcher::Event::Delete(o) => (o, true),
                 _ => continue,
+            };
+            let value = serde_json::to_value(&object).unwrap_or_default();
+            let ready = (value
+                .pointer("/status/conditions")
+                .and_then(|c| c.as_array()))
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+            let whats = if gone {
+                vec!["gone"]
+            } else if object.meta().deletion_timestamp.is_some() {
+                vec!["terminating"]
+            } else if ready {
+                vec!["created", "ready"]
+            } else {
+                vec!["created"]
             };
             let revision = (object.resource_version())
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
-            let line = format!("{kind} {} {what}", object.name_any());
             let mut seen = seen.lock().expect("lock");
-            if !seen.iter().any(|(_, l)| *l == line) {
-                seen.push((revision, line));
+            for what in whats {
+                let line = format!("{kind} {} {what}", object.name_any());
+                if !seen.iter().any(|(_, l)| *l == line) {
+                    seen.push((revision, line));
+                }
             }
         }
     });
@@ -255,8 +279,9 @@ async fn a_declared_childs_life_follows_the_spec_from_its_first_step_to_its_owne
     .await;
     assert!(again.is_some(), "a deleted child is made again");
 
-    // Another writer changes the note's text: the engine's apply takes the field back.
-    let theirs = json!({ "data": { "text": "dry" } });
+    // Another writer changes the note's text and adds a key of its own: the engine's apply
+    // takes its field back and leaves the other writer's alone.
+    let theirs = json!({ "data": { "text": "dry", "theirs": "kept" } });
     maps.patch(
         "dishes-note",
         &PatchParams::default(),
@@ -269,6 +294,12 @@ async fn a_declared_childs_life_follows_the_spec_from_its_first_step_to_its_owne
     })
     .await;
     assert!(back.is_some(), "the engine's field is taken back");
+    let data = (maps.get("dishes-note").await.expect("the note").data).unwrap_or_default();
+    assert_eq!(
+        data.get("theirs").map(String::as_str),
+        Some("kept"),
+        "a field the operator does not own is left alone: {data:?}"
+    );
 
     // The spec changes: the note follows, the `apply: once` seed does not.
     let seed_before = secrets.get("dishes-seed").await.expect("the seed");
@@ -315,7 +346,9 @@ async fn a_declared_childs_life_follows_the_spec_from_its_first_step_to_its_owne
         "the seed is kept"
     );
 
-    // Deleted while working: the note goes before the worker, the worker before the finalizer.
+    // A second chore, watched from before its creation: its note is stored after its worker
+    // is ready; deleted while working, the note goes before the worker, the worker before
+    // the finalizer.
     let seen = Arc::new(Mutex::new(Vec::new()));
     record(api.clone(), "chore", seen.clone());
     record(pods.clone(), "pod", seen.clone());
@@ -345,6 +378,10 @@ async fn a_declared_childs_life_follows_the_spec_from_its_first_step_to_its_owne
             .position(|l| l == line)
             .unwrap_or_else(|| panic!("{line:?} not seen in {order:?}"))
     };
+    assert!(
+        at("pod laundry-worker ready") < at("map laundry-note created"),
+        "the note is made only once the worker is ready: {order:?}"
+    );
     assert!(
         at("map laundry-note gone") < at("pod laundry-worker terminating"),
         "{order:?}"
