@@ -96,12 +96,16 @@ async fn wait_running(api: &Api<DynamicObject>, name: &str) {
 }
 
 async fn wait_phase(api: &Api<DynamicObject>, name: &str, phase: &str) {
-    eventually(Duration::from_secs(60), || async {
+    let reached = eventually(Duration::from_secs(60), || async {
         let object = api.get(name).await.ok()?;
         (object.data["status"]["phase"] == phase).then_some(())
     })
-    .await
-    .unwrap_or_else(|| panic!("{name} did not reach {phase}"));
+    .await;
+    if reached.is_none() {
+        // What it says of itself, for the reader of a failure.
+        let status = api.get(name).await.map(|o| o.data["status"].clone());
+        panic!("{name} did not reach {phase}; its status: {status:?}");
+    }
 }
 
 /// The body of `GET path` when it is answered 200.
