@@ -96,7 +96,9 @@ async fn wait_running(api: &Api<DynamicObject>, name: &str) {
 }
 
 async fn wait_phase(api: &Api<DynamicObject>, name: &str, phase: &str) {
-    let reached = eventually(Duration::from_secs(60), || async {
+    // Generous: the last of ~40 objects of each kind arriving while a leader is frozen, on a
+    // control plane that other tests have loaded, with the watches' stall bound at 60 s.
+    let reached = eventually(Duration::from_secs(120), || async {
         let object = api.get(name).await.ok()?;
         (object.data["status"]["phase"] == phase).then_some(())
     })

@@ -345,17 +345,20 @@ async fn one_object_that_does_not_convert_fails_alone_not_the_list() {
         .patch("broken", &PatchParams::default(), &label)
         .await
         .expect_err("an edit through v1alpha1");
-    // Nothing of the stored spec is written over. Before 1.30 v1alpha1's schema refuses it
-    // (the pruned spec lacks its title); from 1.30 the server's validation ratcheting lets an
-    // unchanged invalid field through, and the mark refuses the conversion back.
+    // Nothing of the stored spec is written over. From 1.30 the server's validation ratcheting
+    // lets an unchanged invalid field through, and the mark refuses the conversion back. Before
+    // 1.30 v1alpha1's schema refuses it (the pruned spec lacks its title), or, in some runs of
+    // 1.20, the mark refuses the conversion first (seen in CI on 2026-12-07): either refusal
+    // is the guarantee, and the read through v1 below shows nothing was lost.
     let message = format!("{err}");
+    let marked = message.contains("it was read without its conversion");
     if cluster::minor(&client).await >= 30 {
+        assert!(marked, "{message}");
+    } else {
         assert!(
-            message.contains("it was read without its conversion"),
+            marked || message.contains("spec.title: Required value"),
             "{message}"
         );
-    } else {
-        assert!(message.contains("spec.title: Required value"), "{message}");
     }
     raw.patch("broken", &PatchParams::default(), &label)
         .await
