@@ -154,9 +154,10 @@ pub fn glue(lowered: &Lowered<'_>) -> TokenStream {
     quote!(#status_impl)
 }
 
-/// `Dispatch::children` and `Dispatch::wire_children` of a machine with `children:` (the
-/// defaults do nothing): each child, in `after:` order, asked of the engine, built by the
-/// handler when the engine says so, and applied.
+/// `Dispatch::children`, `remove_children` and `wire_children` of a machine with `children:`
+/// (the defaults do nothing): in a step each child, in `after:` order, is asked of the engine,
+/// built by the handler when the engine says so, and applied; on deletion the ordered ones are
+/// removed in reverse order; each child type's watch is wired once.
 fn declared_children(lowered: &Lowered<'_>) -> Option<TokenStream> {
     if lowered.children.is_empty() {
         return None;
@@ -181,16 +182,14 @@ fn declared_children(lowered: &Lowered<'_>) -> Option<TokenStream> {
         }
     });
     let mut types: Vec<String> = Vec::new();
-    let wires = lowered.children.iter().filter_map(|child| {
-        let ty = &child.ty;
+    let mut wires: Vec<TokenStream> = Vec::new();
+    for ty in lowered.children.iter().map(|c| &c.ty) {
         let key = quote!(#ty).to_string();
-        if types.contains(&key) {
-            return None;
+        if !types.contains(&key) {
+            types.push(key);
+            wires.push(quote!(wiring.owns::<#ty>();));
         }
-        types.push(key);
-        Some(quote!(wiring.owns::<#ty>();))
-    });
-    let wires: Vec<TokenStream> = wires.collect();
+    }
     Some(quote! {
         fn children<'a>(handler: &'a H, object: &'a Self, step: &'a mut ::kube_fsm::__private::Step<Self>, phase: #phase_enum)
             -> ::kube_fsm::__private::BoxFuture<'a, ::core::result::Result<(), ::kube_fsm::__private::StepError<H::Error>>> {

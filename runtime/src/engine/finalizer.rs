@@ -1,21 +1,21 @@
 //! The spec's finalizer: added before any phase handler runs; on deletion, `cleanup` until it
 //! reports done, then the declared children that take part in an `after:` order removed in
-//! reverse order (JOSDK's `deletePostcondition`: each gone before the next), then removed. Both writes are locked on the resourceVersion read; a conflict
-//! sends the whole attempt back to a fresh read (the object may be gone, or its finalizers
-//! changed), and a 404 means there is nothing left to do.
+//! reverse order (JOSDK's `deletePostcondition`: each gone before the next), then removed.
+//! Both writes are locked on the resourceVersion read; a conflict sends the whole attempt back
+//! to a fresh read (the object may be gone, or its finalizers changed), and a 404 means there
+//! is nothing left to do.
 //!
 //! A paused object's deletion waits: no cleanup runs until it is resumed (as Cluster API and
 //! Flux leave a paused or suspended object's resources alone), so pausing before a delete
 //! never loses what the object made. `kube-fsm.dev/skip-cleanup: "true"` lets the finalizer go
 //! without cleanup, paused or not: the object's external resources are orphaned, on purpose.
 
-use kube::ResourceExt;
-use kube::api::Api;
-use kube::runtime::events::EventType;
-
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::events::EventType;
 
 use crate::engine::write::Write;
 use crate::engine::{Attempt, Engine, Reconcilable, ReconcileError};
