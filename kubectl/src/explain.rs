@@ -223,29 +223,21 @@ pub fn explain(
                     r.condition, r.needs, r.is, w.to
                 );
                 // A condition the engine derives from a child: which one, and what it says.
-                match machine
-                    .children
-                    .iter()
-                    .find(|c| c.derives.contains(&r.condition))
+                let Some(child) =
+                    (machine.children.iter()).find(|c| c.derives.contains(&r.condition))
+                else {
+                    return waiting;
+                };
+                let from = format!(
+                    "{waiting}, from the child `{}` ({})",
+                    child.name, child.type_path
+                );
+                match object
+                    .condition(&r.condition)
+                    .and_then(|c| c["message"].as_str())
                 {
-                    Some(child) => {
-                        let says = object
-                            .condition(&r.condition)
-                            .and_then(|c| c["message"].as_str());
-                        printable(&match says {
-                            Some(message) if !message.is_empty() => {
-                                format!(
-                                    "{waiting}, from the child `{}` ({}): {message}",
-                                    child.name, child.type_path
-                                )
-                            }
-                            _ => format!(
-                                "{waiting}, from the child `{}` ({})",
-                                child.name, child.type_path
-                            ),
-                        })
-                    }
-                    None => waiting,
+                    Some(says) if !says.is_empty() => printable(&format!("{from}: {says}")),
+                    _ => printable(&from),
                 }
             })
         })

@@ -51,27 +51,26 @@ impl Resolver<'_, '_> {
     /// one of the trait's own, declared once.
     fn child_name(&self, name: &Name, first: Option<&Name>) -> bool {
         let text = name.text.as_str();
-        let snake = names::to_snake(text).replace('-', "_");
-        let problem = if !is_snake(text) {
-            Some(format!("`{text}` is not a snake_case name"))
-        } else if names::is_keyword(text) {
-            Some(format!("`{text}` is a Rust keyword"))
-        } else if RESERVED.contains(&text) || text.starts_with("on_") {
-            Some(format!(
-                "`{text}` is a method the handler trait already has"
-            ))
-        } else {
-            None
+        let Some(problem) = name_problem(text) else {
+            return self.declared_once(name, first);
         };
-        if let Some(problem) = problem {
-            self.cx.error(
-                Diagnostic::new(name.loc, format!("invalid child name: {problem}")).help(format!(
-                    "a child's name becomes its builder method in the handler trait (and the end of its object's name): rename it, e.g. `{}`",
-                    if is_snake(&snake) && snake != text { snake } else { "worker".to_owned() }
-                )),
-            );
-            return false;
-        }
+        let snake = names::to_snake(text).replace('-', "_");
+        let stripped = snake.trim_start_matches("on_").to_owned();
+        let fix = [snake.clone(), stripped, format!("{snake}_child")]
+            .into_iter()
+            .find(|candidate| *candidate != text && name_problem(candidate).is_none())
+            .unwrap_or_else(|| "worker".to_owned());
+        self.cx.error(
+            Diagnostic::new(name.loc, format!("invalid child name: {problem}")).help(format!(
+                "a child's name becomes its builder method in the handler trait (and the end of its object's name): rename it, e.g. `{fix}`"
+            )),
+        );
+        false
+    }
+
+    /// The second declaration of a child name is reported.
+    fn declared_once(&self, name: &Name, first: Option<&Name>) -> bool {
+        let text = name.text.as_str();
         if let Some(first) = first {
             self.cx.error(
                 Diagnostic::new(name.loc, format!("child `{text}` is declared twice")).help(
@@ -403,6 +402,21 @@ fn visit(
     path.pop();
     colour[at] = 2;
     None
+}
+
+/// Why `text` cannot name a child (its builder method), or `None`.
+fn name_problem(text: &str) -> Option<String> {
+    if !is_snake(text) {
+        Some(format!("`{text}` is not a snake_case name"))
+    } else if names::is_keyword(text) {
+        Some(format!("`{text}` is a Rust keyword"))
+    } else if RESERVED.contains(&text) || text.starts_with("on_") {
+        Some(format!(
+            "`{text}` is a method the handler trait already has"
+        ))
+    } else {
+        None
+    }
 }
 
 /// A setting's key as the spec file spells it, and the attribute's spelling when it differs.

@@ -4,7 +4,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use crate::children::kstatus::{self, Health};
+use crate::machine::conditions;
 use crate::machine::data::{ChildData, MachineData, SourceData};
+use crate::pure::message;
 
 /// One condition of a child's `status.conditions`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,7 +125,7 @@ pub fn derived(machine: &MachineData, seen: &[Option<Seen>]) -> Vec<Derived> {
                 condition: i,
                 status,
                 reason: reason_text(&reason),
-                message: within_limit(message),
+                message: message::bounded(message, message::CONDITION_MESSAGE_LIMIT),
             })
         })
         .collect()
@@ -219,25 +221,12 @@ fn sentence(head: &str, detail: &str) -> String {
     out
 }
 
-/// Kubernetes' limit on a condition's message, in bytes.
-const MESSAGE_LIMIT: usize = 32_768;
-
-/// `message`, cut (on a character boundary, ending `...`) to what a condition may hold.
-fn within_limit(mut message: String) -> String {
-    if message.len() > MESSAGE_LIMIT {
-        let mut end = MESSAGE_LIMIT - 3;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push_str("...");
-    }
-    message
-}
-
 /// A condition reason as the API server accepts it (`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`):
 /// the child's own when it is one, otherwise its letters and digits, or `Unspecified`.
 fn reason_text(reason: &str) -> String {
+    if conditions::validate_reason(reason).is_ok() {
+        return reason.to_owned();
+    }
     let kept: String = reason
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '_')

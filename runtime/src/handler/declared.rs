@@ -140,12 +140,8 @@ impl<K: StateMachine> Step<K> {
         index: usize,
         child: &C,
     ) -> Result<(), ContextError> {
-        let mut value = serde_json::to_value(child)?;
-        // The cache and the apply's answer may lack the type's identity; kstatus reads it.
-        if let Some(object) = value.as_object_mut() {
-            object.insert("kind".into(), C::kind(&()).into_owned().into());
-            object.insert("apiVersion".into(), C::api_version(&()).into_owned().into());
-        }
+        // A typed resource serializes its `apiVersion` and `kind`, which kstatus reads.
+        let value = serde_json::to_value(child)?;
         self.seen[index] = Some(Seen::Observed(Observed::of(&value, self.now())));
         Ok(())
     }
