@@ -1,85 +1,88 @@
-//! The README's quick start, verbatim (a test checks it): a `Job` custom resource whose
-//! machine is `specs/job.yaml`, a Pod child per Job, and the operator over it.
+//! The README's quick start, verbatim (a test checks it): a `Task` custom resource whose
+//! machine is `specs/task.yaml`, a Job child per Task declared in the spec, and the operator
+//! over it.
 //!
 //! ```text
 //! cargo run -p kube-fsm-examples --example quickstart    # against KUBECONFIG's cluster
 //! ```
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-use kube::runtime::watcher;
-use kube::{CustomResource, ResourceExt};
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use kube::CustomResource;
 use kube_fsm::{MachineStatus, Next, Step, state_machine};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::convert::Infallible;
 
-#[state_machine(spec = "specs/job.yaml")] // relative to this crate's Cargo.toml
+#[state_machine(spec = "specs/task.yaml")] // relative to this crate's Cargo.toml
 #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "example.com",
     version = "v1",
-    kind = "Job",
+    kind = "Task",
     namespaced,
-    status = "JobStatus"
+    status = "TaskStatus"
 )]
-pub struct JobSpec {
+pub struct TaskSpec {
     pub image: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-pub struct JobStatus {
+pub struct TaskStatus {
     #[serde(flatten)]
-    pub machine: MachineStatus<JobPhase>, // phase, conditions, observedGeneration, ...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<String>, // your own fields
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Child(#[from] kube_fsm::handler::ContextError),
-    #[error(transparent)]
-    Condition(#[from] kube_fsm::machine::ConditionError),
+    pub machine: MachineStatus<TaskPhase>, // phase, conditions, observedGeneration, ...
 }
 
 #[derive(Debug)]
 pub struct Handlers;
-impl JobHandler for Handlers {
-    // one method per non-terminal phase
-    type Error = Error;
-    async fn on_pending(&self, job: &Job, step: &mut Step<Job>) -> Result<JobPendingNext, Error> {
+impl TaskHandler for Handlers {
+    // one method per non-terminal phase, one builder per child
+    type Error = Infallible;
+    async fn on_pending(
+        &self,
+        _: &Task,
+        _: &mut Step<Task>,
+    ) -> Result<TaskPendingNext, Infallible> {
+        Ok(TaskPendingEvent::Start.into()) // TaskPendingTarget::Succeeded would not compile
+    }
+    async fn on_running(
+        &self,
+        _: &Task,
+        _: &mut Step<Task>,
+    ) -> Result<TaskRunningNext, Infallible> {
+        Ok(Next::Stay) // the Job's conditions move it: the spec's `when` rules
+    }
+    async fn job(&self, task: &Task, _: &Step<Task>) -> Result<Job, Infallible> {
+        // what the Job looks like; the engine applies it (named `<task>-job`, owned by the Task)
         let container = Container {
             name: "main".into(),
-            image: Some(job.spec.image.clone()),
+            image: Some(task.spec.image.clone()),
             ..Default::default()
         };
-        let mut pod = Pod::default();
-        pod.metadata.name = Some(job.name_any());
-        pod.spec = Some(PodSpec {
-            containers: vec![container],
-            restart_policy: Some("Never".into()),
+        let template = PodTemplateSpec {
+            spec: Some(PodSpec {
+                containers: vec![container],
+                restart_policy: Some("Never".into()),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
-        step.apply(pod).await?; // server-side apply, owned by the Job; no request if the cache has it
-        step.status_mut().pod = Some(job.name_any()); // written in the same status patch as the phase
-        Ok(JobPendingEvent::Start.into()) // JobPendingTarget::Succeeded would not compile
-    }
-    async fn on_running(&self, _: &Job, step: &mut Step<Job>) -> Result<JobRunningNext, Error> {
-        let succeeded = step
-            .children::<Pod>()? // from the operator's cache, by owner: no GET
-            .iter()
-            .any(|pod| pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"));
-        if succeeded {
-            step.set_condition(JobCondition::Complete, true, "Finished", "exit 0")?; // rule → Succeeded
-        }
-        Ok(Next::Stay)
+        };
+        let spec = JobSpec {
+            template,
+            backoff_limit: Some(0),
+            ..Default::default()
+        };
+        Ok(Job {
+            spec: Some(spec),
+            ..Default::default()
+        })
     }
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = kube_fsm::client(kube::Config::infer().await?)?; // kubeconfig, or in-cluster
-    kube_fsm::Operator::<Job, Handlers>::new(client, Handlers)
-        .owns::<Pod>(watcher::Config::default()) // watch the children, cache them for `step`
+    kube_fsm::Operator::<Task, Handlers>::new(client, Handlers) // watches and caches its Jobs
         .run()
         .await;
     Ok(())

@@ -6,15 +6,10 @@
 #[allow(dead_code)] // its `main` is the README's other one
 mod quickstart;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::watcher;
-use quickstart::{Handlers, Job};
+use quickstart::{Handlers, Task};
 
 fn main() -> std::process::ExitCode {
-    kube_fsm_app::App::new("job-operator") // names the Lease, ServiceAccount, roles, Deployment
-        .machine(|client| {
-            kube_fsm::Operator::<Job, Handlers>::new(client, Handlers)
-                .owns::<Pod>(watcher::Config::default())
-        })
+    kube_fsm_app::App::new("task-operator") // names the Lease, ServiceAccount, roles, Deployment
+        .machine(|client| kube_fsm::Operator::<Task, Handlers>::new(client, Handlers))
         .run() // run | crd | manifests | monitoring | diagram | check | completions
 }

@@ -1,4 +1,4 @@
-//! The README's quick start is `examples/quickstart.rs` and `specs/job.yaml` of this crate,
+//! The README's quick start is `examples/quickstart.rs` and `specs/task.yaml` of this crate,
 //! word for word, and its `main` over the library's command line ends
 //! `examples/quickstart_app.rs`: CI compiles the examples (`cargo clippy --all-targets`), so
 //! the README's code compiles too.
@@ -31,9 +31,9 @@ fn the_readme_quick_start_is_the_example_that_ci_compiles() {
         "README's quick start and examples/examples/quickstart.rs differ"
     );
     assert_eq!(
-        block(&readme, "`specs/job.yaml`:", "yaml"),
-        read("specs/job.yaml"),
-        "README's spec and examples/specs/job.yaml differ"
+        block(&readme, "`specs/task.yaml`:", "yaml"),
+        read("specs/task.yaml"),
+        "README's spec and examples/specs/task.yaml differ"
     );
 }
 

@@ -1,4 +1,5 @@
-//! The README's quick start (spec path adjusted to this fixture's folder; `main` not run).
+//! Children applied and read back by hand (`step.apply`, `step.children`), the form the
+//! README's quick start had before children were declared in the spec: it still compiles.
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::runtime::watcher;
 use kube::{CustomResource, ResourceExt};
