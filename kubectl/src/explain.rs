@@ -9,6 +9,10 @@ use serde::Serialize;
 
 use crate::object::{Stored, human, spec_duration};
 
+pub mod children;
+
+pub use children::{ChildLine, Found};
+
 /// What takes a way out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -89,6 +93,9 @@ pub struct Explanation {
     /// What keeps it here (unless it is Ready): each rule's conditions that do not have the
     /// status it needs.
     pub waiting_for: Vec<String>,
+    /// The children declared in its phase, each with its object and readiness.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildLine>,
     /// The last transitions, oldest first (from Events).
     pub history: Vec<String>,
 }
@@ -183,11 +190,13 @@ fn printable(text: &str) -> String {
         .collect()
 }
 
-/// The explanation of `object` (a `kind` object) at `now`, with `history` from its Events.
+/// The explanation of `object` (a `kind` object) at `now`, with `history` from its Events
+/// and what was `found` of its declared children.
 pub fn explain(
     machine: &Description,
     object: &Stored<'_>,
     history: Vec<String>,
+    found: &Found,
     now: Timestamp,
 ) -> Explanation {
     let phase = object.phase().map(str::to_owned);
@@ -260,6 +269,9 @@ pub fn explain(
         stalled: condition_text(STALLED).filter(|s| s.starts_with("True")),
         ready: condition_text(READY),
         waiting_for,
+        children: (phase.as_deref())
+            .map(|p| children::lines(machine, p, found, now))
+            .unwrap_or_default(),
         history: history.iter().map(|line| printable(line)).collect(),
     }
 }
@@ -305,6 +317,17 @@ impl fmt::Display for Explanation {
         }
         if let Some(stalled) = &self.stalled {
             let _ = writeln!(out, "Stalled:  {stalled}");
+        }
+        if !self.children.is_empty() {
+            out.push_str("Children:\n");
+        }
+        for child in &self.children {
+            let object = child.object.as_deref().unwrap_or("(none)");
+            let _ = writeln!(
+                out,
+                "  {:<12} {} {object} — {}",
+                child.name, child.kind, child.says
+            );
         }
         let (manual, engine): (Vec<&WayOut>, Vec<&WayOut>) =
             self.ways_out.iter().partition(|w| w.by == By::Manual);

@@ -13,6 +13,7 @@ use kube::{Client, Config};
 use kube_fsm::machine::DiagramFormat;
 
 mod act;
+mod children;
 mod explain;
 mod held;
 mod object;
@@ -187,7 +188,7 @@ impl Session {
     /// The object's Events, oldest first, as history lines (the last ten).
     async fn history(&self, object: &serde_json::Value) -> Vec<String> {
         let stored = Stored(object);
-        let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
+        let uid = stored.uid();
         let ns = stored.namespace();
         let api: Api<Event> = if ns.is_empty() {
             Api::all(self.client.clone())
@@ -271,7 +272,9 @@ async fn run(cli: Cli) -> Result<String, Error> {
             let target = Target::resolve(&session.client, kind).await?;
             let stored = serde_json::to_value(session.api(&target, false).get(name).await?)?;
             let history = session.history(&stored).await;
-            let explanation = explain::explain(&target.machine, &Stored(&stored), history, now);
+            let found = children::read(&session.client, &target.machine, &stored).await;
+            let explanation =
+                explain::explain(&target.machine, &Stored(&stored), history, &found, now);
             Ok(match output {
                 Output::Json => serde_json::to_string_pretty(&explanation)? + "\n",
                 Output::Table => explanation.to_string(),

@@ -20,6 +20,11 @@ impl<'a> Stored<'a> {
         self.0["metadata"]["namespace"].as_str().unwrap_or_default()
     }
 
+    /// `metadata.uid`, or "".
+    pub fn uid(&self) -> &'a str {
+        self.0["metadata"]["uid"].as_str().unwrap_or_default()
+    }
+
     /// `status.phase`.
     pub fn phase(&self) -> Option<&'a str> {
         self.0["status"]["phase"].as_str()

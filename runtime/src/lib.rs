@@ -91,7 +91,7 @@ pub mod __private {
     pub use crate::machine::data::{
         ChildData, ConditionData, ConditionType, DerivedData, DriftPolicy, EdgeData, MachineData,
         Phase, PhaseData, PictureData, ReadyData, Requirement, RetiredData, SourceData,
-        TimeoutData, TriggerData,
+        TimeoutData, TriggerData, type_meta,
     };
     pub use crate::machine::next::{Choice, Cleanup, IllegalTarget, Next, Verdict};
     pub use crate::machine::state_machine::StateMachine;

@@ -131,3 +131,29 @@ pub struct RetrierStatus {
     #[serde(flatten)]
     pub machine: MachineStatus<RetrierPhase>,
 }
+
+/// A machine with a declared child (a Job) and conditions derived from it.
+#[kube_fsm_macros::state_machine(
+    phases(Running(initial), Succeeded(terminal), Failed(terminal)),
+    children(job(type = k8s_openapi::api::batch::v1::Job, phases(Running), on_leave = keep)),
+    conditions(JobComplete(from = job.Complete), JobFailed(from = job.Failed)),
+    transitions(
+        Running -> Succeeded when JobComplete,
+        Running -> Failed when JobFailed,
+    ),
+)]
+#[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "fsm.example.com",
+    version = "v1",
+    kind = "Batch",
+    namespaced,
+    status = "BatchStatus"
+)]
+pub struct BatchSpec {}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct BatchStatus {
+    #[serde(flatten)]
+    pub machine: MachineStatus<BatchPhase>,
+}

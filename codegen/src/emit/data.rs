@@ -43,16 +43,21 @@ pub fn machine_data(lowered: &Lowered<'_>) -> TokenStream {
         };
         quote!(::kube_fsm::__private::ConditionData { name: #name, description: #description, from: #from })
     });
-    let children = machine.children.iter().map(|c| {
+    let children = machine.children.iter().enumerate().map(|(i, c)| {
         let (name, type_path) = (&c.name, &c.type_path);
         let description = c.description.as_deref().unwrap_or("");
         let (phases, after) = (&c.phases, &c.after);
         let ready = source(&c.ready);
         let (delete_on_leave, once) = (c.delete_on_leave, c.once);
+        // Every child that passed the checks has a lowered type.
+        let ty = (lowered.children.iter())
+            .find(|l| l.index == i)
+            .map(|l| &l.ty);
         quote!(::kube_fsm::__private::ChildData {
             name: #name, type_path: #type_path, description: #description,
             phases: &[#(#phases),*], after: &[#(#after),*], ready: #ready,
             delete_on_leave: #delete_on_leave, once: #once,
+            type_meta: ::kube_fsm::__private::type_meta::<#ty>,
         })
     });
     let events = machine.events.iter().map(|e| &e.name);

@@ -70,6 +70,45 @@ impl Observed {
     fn condition(&self, type_: &str) -> Option<&ChildCondition> {
         self.conditions.iter().find(|c| c.type_ == type_)
     }
+
+    /// Whether it is ready: by kstatus's rules, or, `by` a condition type, that condition
+    /// `True`.
+    pub fn is_ready(&self, by: Option<&str>) -> bool {
+        match by {
+            None => self.health.is_ready(),
+            Some(type_) => self.condition(type_).is_some_and(|c| c.status == "True"),
+        }
+    }
+
+    /// Its readiness (`by` as in [`Observed::is_ready`]) as a condition says it: whether it
+    /// is ready, a CamelCase reason and a sentence, e.g. "The StatefulSet db is not ready
+    /// yet: Ready: 2/3."
+    pub fn readiness(&self, by: Option<&str>) -> (bool, String, String) {
+        let ready = self.is_ready(by);
+        let what = self.what();
+        let Some(type_) = by else {
+            let health = &self.health;
+            let state = match health.status {
+                kstatus::Status::Current => "is ready",
+                kstatus::Status::InProgress => "is not ready yet",
+                kstatus::Status::Failed => "has failed",
+                kstatus::Status::Terminating => "is being deleted",
+                kstatus::Status::Unknown => "is in a state kstatus does not know",
+            };
+            let reason = if ready { "Ready" } else { &health.reason };
+            let message = sentence(&format!("{what} {state}"), &health.message);
+            return (ready, reason.to_owned(), message);
+        };
+        match self.condition(type_) {
+            Some(c) => (ready, c.reason.clone(), carried(&what, c)),
+            None => (false, "NotReported".to_owned(), not_reported(&what, type_)),
+        }
+    }
+
+    /// "The Job migrate-1".
+    fn what(&self) -> String {
+        format!("The {} {}", self.kind, self.name)
+    }
 }
 
 /// What a step knows of one declared child.
@@ -84,12 +123,9 @@ pub enum Seen {
 impl Seen {
     /// Whether the child is ready by its `ready:` rule.
     pub fn is_ready(&self, data: &ChildData) -> bool {
-        match (self, data.ready) {
-            (Seen::Observed(o), SourceData::Ready) => o.health.is_ready(),
-            (Seen::Observed(o), SourceData::Condition(type_)) => {
-                o.condition(type_).is_some_and(|c| c.status == "True")
-            }
-            (Seen::Waiting(_), _) => false,
+        match self {
+            Seen::Observed(o) => o.is_ready(data.ready.condition()),
+            Seen::Waiting(_) => false,
         }
     }
 }
@@ -147,41 +183,10 @@ fn derive(child: &ChildData, source: SourceData, seen: &Seen) -> (&'static str, 
             );
         }
     };
-    let what = format!("The {} {}", observed.kind, observed.name);
     match source {
         SourceData::Ready => {
-            let ready = seen.is_ready(child);
-            let status = if ready { "True" } else { "False" };
-            match child.ready {
-                SourceData::Ready => {
-                    let health = &observed.health;
-                    let state = match health.status {
-                        kstatus::Status::Current => "is ready",
-                        kstatus::Status::InProgress => "is not ready yet",
-                        kstatus::Status::Failed => "has failed",
-                        kstatus::Status::Terminating => "is being deleted",
-                        kstatus::Status::Unknown => "is in a state kstatus does not know",
-                    };
-                    let reason = if ready {
-                        "Ready"
-                    } else {
-                        health.reason.as_str()
-                    };
-                    (
-                        status,
-                        reason.to_owned(),
-                        sentence(&format!("{what} {state}"), &health.message),
-                    )
-                }
-                SourceData::Condition(type_) => match observed.condition(type_) {
-                    Some(c) => (status, c.reason.clone(), carried(&what, c)),
-                    None => (
-                        "False",
-                        "NotReported".to_owned(),
-                        format!("{what} does not report `{type_}` yet."),
-                    ),
-                },
-            }
+            let (ready, reason, message) = observed.readiness(child.ready.condition());
+            (if ready { "True" } else { "False" }, reason, message)
         }
         SourceData::Condition(type_) => match observed.condition(type_) {
             Some(c) => {
@@ -190,15 +195,19 @@ fn derive(child: &ChildData, source: SourceData, seen: &Seen) -> (&'static str, 
                     "False" => "False",
                     _ => "Unknown",
                 };
-                (status, c.reason.clone(), carried(&what, c))
+                (status, c.reason.clone(), carried(&observed.what(), c))
             }
             None => (
                 "Unknown",
                 "NotReported".to_owned(),
-                format!("{what} does not report `{type_}` yet."),
+                not_reported(&observed.what(), type_),
             ),
         },
     }
+}
+
+fn not_reported(what: &str, type_: &str) -> String {
+    format!("{what} does not report `{type_}` yet.")
 }
 
 /// The child's condition as a sentence: its message, or what its status says.

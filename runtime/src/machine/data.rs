@@ -4,6 +4,8 @@
 use std::fmt::{Debug, Display};
 use std::hash::Hash;
 
+use kube::core::TypeMeta;
+
 /// Everything the spec says, as static data: the runtime never parses a spec.
 #[derive(Debug)]
 pub struct MachineData {
@@ -169,6 +171,16 @@ pub enum SourceData {
     Condition(&'static str),
 }
 
+impl SourceData {
+    /// The condition it names, if it names one.
+    pub fn condition(self) -> Option<&'static str> {
+        match self {
+            SourceData::Ready => None,
+            SourceData::Condition(type_) => Some(type_),
+        }
+    }
+}
+
 /// A child declared in the spec: applied by the engine in its phases, from the handler's
 /// builder of the same name.
 #[derive(Debug)]
@@ -190,6 +202,17 @@ pub struct ChildData {
     pub delete_on_leave: bool,
     /// Created when missing, never updated.
     pub once: bool,
+    /// Its `apiVersion` and `kind`, from its type's `kube::Resource` (a function: kube's are
+    /// not `const`), for tools that read children without its Rust type.
+    pub type_meta: fn() -> TypeMeta,
+}
+
+/// The `apiVersion` and `kind` of `C`, as [`ChildData::type_meta`] gives them.
+pub fn type_meta<C: kube::Resource<DynamicType = ()>>() -> TypeMeta {
+    TypeMeta {
+        api_version: C::api_version(&()).into_owned(),
+        kind: C::kind(&()).into_owned(),
+    }
 }
 
 impl ChildData {

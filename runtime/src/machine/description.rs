@@ -116,6 +116,16 @@ pub struct ChildDescription {
     /// Its Rust type as the spec writes it (e.g. `Job`).
     #[serde(rename = "type")]
     pub type_path: String,
+    /// Its type's `apiVersion` (e.g. `batch/v1`); empty in descriptions written before it
+    /// was recorded.
+    #[serde(default)]
+    pub api_version: String,
+    /// Its type's `kind` (e.g. `Job`); empty as `api_version`.
+    #[serde(default)]
+    pub kind: String,
+    /// The condition of its own that makes it ready, when not kstatus's rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_when: Option<String>,
     /// The phases it exists in.
     pub phases: Vec<String>,
     /// The children it waits for.
@@ -225,6 +235,9 @@ impl Description {
                 .map(|(i, c)| ChildDescription {
                     name: c.name.to_owned(),
                     type_path: c.type_path.to_owned(),
+                    api_version: (c.type_meta)().api_version,
+                    kind: (c.type_meta)().kind,
+                    ready_when: c.ready.condition().map(str::to_owned),
                     phases: c.phases.iter().map(|&p| phase(p)).collect(),
                     after: (c.after.iter())
                         .map(|&a| machine.children[a].name.to_owned())

@@ -38,6 +38,14 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChildLabels {
+    machine: &'static str,
+    child: &'static str,
+    condition: &'static str,
+    status: &'static str,
+}
+
 type Floats<L> = Family<L, Gauge<f64, AtomicU64>>;
 
 /// Every source, with the machine (kind) it counts.
@@ -112,6 +120,7 @@ struct Scrape {
     lag: Floats<NamespaceLabels>,
     stalled: Family<ReasonLabels, Gauge>,
     paused: Family<MachineLabels, Gauge>,
+    children: Family<ChildLabels, Gauge>,
 }
 
 impl Scrape {
@@ -157,6 +166,15 @@ impl Scrape {
         self.paused
             .get_or_create(&MachineLabels { machine })
             .set(tally.paused);
+        for ((child, condition, status), n) in &tally.children {
+            let labels = ChildLabels {
+                machine,
+                child,
+                condition,
+                status,
+            };
+            self.children.get_or_create(&labels).set(*n);
+        }
     }
 }
 
@@ -237,6 +255,12 @@ impl Collector for CacheCollector {
             "kube_fsm_paused_objects",
             "Objects paused by the kube-fsm.dev/paused annotation",
             &s.paused,
+        )?;
+        encode_one(
+            e,
+            "kube_fsm_child_conditions",
+            "Objects per status of each condition derived from a declared child",
+            &s.children,
         )
     }
 }

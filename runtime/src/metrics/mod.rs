@@ -8,7 +8,7 @@
 //! | `controller_runtime_reconcile_time_seconds` (histogram) | `controller` |
 //! | `controller_runtime_active_workers` | `controller` |
 //! | `kube_fsm_transitions_total` | `machine`, `from`, `to` (`from` is `""` for a new object) |
-//! | `kube_fsm_objects` (read from the controller's cache at scrape time, as every gauge below up to `kube_fsm_paused_objects`) | `machine`, `phase` |
+//! | `kube_fsm_objects` (read from the controller's cache at scrape time, as every gauge below up to `kube_fsm_child_conditions`) | `machine`, `phase` |
 //! | `kube_fsm_namespace_objects` (only the pairs that have objects) | `machine`, `object_namespace`, `phase` |
 //! | `kube_fsm_phase_oldest_seconds` (age of the phase's longest-resident object; 0 when empty) | `machine`, `phase` |
 //! | `kube_fsm_phase_timeout_seconds` (each phase with a timeout) | `machine`, `phase` |
@@ -18,6 +18,7 @@
 //! | `kube_fsm_convergence_lag_seconds` (the longest such wait: since creation, or since this process first saw the newer generation) | `machine`, `object_namespace` |
 //! | `kube_fsm_stalled_objects` (`Stalled` True; `Other` for a reason the engine does not write) | `machine`, `reason` |
 //! | `kube_fsm_paused_objects` | `machine` |
+//! | `kube_fsm_child_conditions` (each condition derived from a declared child, every status from 0: how many objects' `PodsReady` from `db` is `False`) | `machine`, `child`, `condition`, `status` |
 //! | `kube_fsm_time_in_phase_seconds` (histogram, observed when a phase is left) | `machine`, `phase` |
 //! | `kube_fsm_reconcile_duration_seconds` (histogram) | `machine`, `phase` |
 //! | `kube_fsm_status_writes_total` | `machine` |

@@ -45,7 +45,13 @@ pub(super) struct Tally {
     pub stalled: BTreeMap<&'static str, i64>,
     /// Objects paused by their annotation.
     pub paused: i64,
+    /// Per condition derived from a declared child, keyed `(child, condition, status)`:
+    /// objects whose condition has that status (`True`, `False`, `Unknown`).
+    pub children: BTreeMap<(&'static str, &'static str, &'static str), i64>,
 }
+
+/// The statuses a derived condition is counted under.
+const STATUSES: [&str; 3] = ["True", "False", "Unknown"];
 
 /// Since when each object has been behind its generation, kept between scrapes (the API server
 /// does not record when a generation was set). Only objects behind now are kept.
@@ -115,6 +121,11 @@ impl Tally {
         for reason in STALL_REASONS.iter().chain([&OTHER_REASON]) {
             tally.stalled.insert(reason, 0);
         }
+        for (child, condition) in derived::<P>() {
+            for status in STATUSES {
+                tally.children.insert((child, condition, status), 0);
+            }
+        }
         tally
     }
 
@@ -144,6 +155,16 @@ impl Tally {
                 .copied()
                 .unwrap_or(OTHER_REASON);
             *self.stalled.entry(reason).or_insert(0) += 1;
+        }
+        let conditions = status.map(|s| s.conditions.as_slice()).unwrap_or_default();
+        for (child, condition) in derived::<P>() {
+            if let Some(c) = conditions.iter().find(|c| c.type_ == condition) {
+                let status = STATUSES
+                    .iter()
+                    .find(|s| **s == c.status)
+                    .unwrap_or(&"Unknown");
+                *self.children.entry((child, condition, status)).or_insert(0) += 1;
+            }
         }
         let Some(PhaseValue::Known(phase)) = stored else {
             return;
@@ -185,7 +206,14 @@ impl Tally {
         max(&mut self.lag, other.lag);
         add(&mut self.stalled, other.stalled);
         self.paused += other.paused;
+        add(&mut self.children, other.children);
     }
+}
+
+/// The machine's conditions derived from a declared child: `(child, condition)`.
+fn derived<P: Phase>() -> impl Iterator<Item = (&'static str, &'static str)> {
+    let machine = P::MACHINE;
+    (machine.conditions.iter()).filter_map(|c| Some((machine.children[c.from?.child].name, c.name)))
 }
 
 /// Whether the status was computed from an older generation than the object's (or not yet).
@@ -365,5 +393,52 @@ mod tests {
         t.merge(other);
         assert_eq!(t.objects["Running"], 1);
         assert_eq!(t.oldest["Running"], 5.0);
+    }
+
+    #[test]
+    fn conditions_derived_from_a_child_are_counted_per_status_from_zero() {
+        use crate::test_machines::BatchPhase;
+        let batch = |name: &str, complete: Option<&str>| {
+            let mut status = MachineStatus::<BatchPhase>::default();
+            status.phase = Some(PhaseValue::Known(BatchPhase::Running));
+            status.conditions = complete
+                .map(|s| Condition {
+                    type_: "JobComplete".into(),
+                    status: s.into(),
+                    reason: "Test".into(),
+                    message: String::new(),
+                    last_transition_time: Time(at(0)),
+                    observed_generation: None,
+                })
+                .into_iter()
+                .collect();
+            let meta = ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            };
+            (meta, Some(status))
+        };
+        let objects = [
+            batch("a", Some("True")),
+            batch("b", Some("False")),
+            batch("c", Some("False")),
+            batch("d", None),
+        ];
+        let tally = Tally::of(
+            objects.iter().map(|(m, s)| (m, s.as_ref())),
+            at(0),
+            0.8,
+            &mut Lag::default(),
+        );
+        let count = |condition, status| tally.children[&("job", condition, status)];
+        assert_eq!(count("JobComplete", "True"), 1);
+        assert_eq!(count("JobComplete", "False"), 2);
+        assert_eq!(count("JobComplete", "Unknown"), 0);
+        assert_eq!(
+            count("JobFailed", "Unknown"),
+            0,
+            "every status of every derived condition is there"
+        );
+        assert_eq!(tally.children.len(), 6);
     }
 }

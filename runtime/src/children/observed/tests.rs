@@ -47,6 +47,7 @@ static MACHINE: MachineData = MachineData {
         ready: SourceData::Ready,
         delete_on_leave: true,
         once: false,
+        type_meta: crate::machine::data::type_meta::<k8s_openapi::api::batch::v1::Job>,
     }],
     events: &[],
     edges: &[],
