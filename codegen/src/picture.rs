@@ -61,18 +61,19 @@ pub struct Pictures {
     pub slots: Vec<usize>,
 }
 
-/// The machine's [`Pictures`] from its DOT text and its phases in the spec's order.
+/// The machine's [`Pictures`] from its DOT text and its phases in the spec's order, each as
+/// its name and its DOT label (the count goes on a line below the label).
 ///
 /// # Errors
 ///
 /// As [`svg`].
-pub fn pictures(dot: &str, phases: &[&str]) -> Result<Pictures, String> {
+pub fn pictures(dot: &str, phases: &[(&str, String)]) -> Result<Pictures, String> {
     let plain = svg(dot)?;
     let at = dot.rfind('}').unwrap_or(dot.len());
     let mut counted = dot[..at].to_owned();
-    for (i, name) in phases.iter().enumerate() {
+    for (i, (name, label)) in phases.iter().enumerate() {
         counted.push_str(&format!(
-            "    {name} [label=\"{name}\\n{}\"];\n",
+            "    {name} [label=\"{label}\\n{}\"];\n",
             count_slot(i)
         ));
     }
@@ -214,7 +215,8 @@ mod tests {
 
     #[test]
     fn the_counted_picture_has_a_slot_under_each_phase() {
-        let pictures = super::pictures(DOT, &["Pending", "Ready", "Gone"]).unwrap();
+        let phases = ["Pending", "Ready", "Gone"].map(|p| (p, p.to_owned()));
+        let pictures = super::pictures(DOT, &phases).unwrap();
         assert_eq!(pictures.plain, svg(DOT).unwrap());
         let mut slots = pictures.slots.clone();
         slots.sort_unstable();

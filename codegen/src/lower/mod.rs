@@ -163,7 +163,10 @@ pub fn lower<'m>(machine: &'m Machine, target: &Target<'_>) -> Lowered<'m> {
         .collect();
     let fire_arms: usize = phases.iter().map(|p| p.events.len()).sum();
     let names: Vec<&str> = machine.phases.iter().map(|p| p.name.as_str()).collect();
-    let pictures = crate::picture::pictures(&dot, &names);
+    let labels: Vec<(&str, String)> = (machine.phases.iter().enumerate())
+        .map(|(i, p)| (p.name.as_str(), render::dot_label(machine, i)))
+        .collect();
+    let pictures = crate::picture::pictures(&dot, &labels);
     Lowered {
         machine,
         kind: kind.clone(),

@@ -28,11 +28,35 @@ fn label(machine: &Machine, trigger: &Trigger) -> String {
     }
 }
 
-/// Mermaid state diagram.
+/// The declared children of phase `phase`, as a phase's second line in the pictures:
+/// `[credentials, db]`, or `None` for a phase without children.
+pub fn children_line(machine: &Machine, phase: usize) -> Option<String> {
+    let names: Vec<&str> = (machine.children.iter())
+        .filter(|c| c.phases.contains(&phase))
+        .map(|c| c.name.as_str())
+        .collect();
+    (!names.is_empty()).then(|| format!("[{}]", names.join(", ")))
+}
+
+/// The DOT label of phase `phase`: its name, and its children below it.
+pub fn dot_label(machine: &Machine, phase: usize) -> String {
+    let name = &machine.phases[phase].name;
+    match children_line(machine, phase) {
+        Some(children) => format!("{name}\\n{children}"),
+        None => name.clone(),
+    }
+}
+
+/// Mermaid state diagram; a phase with declared children lists them as its description.
 pub fn mermaid(machine: &Machine) -> String {
     let mut out = String::from("stateDiagram-v2\n");
     if let Some(initial) = machine.phases.get(machine.initial) {
         let _ = writeln!(out, "    [*] --> {}", initial.name);
+    }
+    for (i, phase) in machine.phases.iter().enumerate() {
+        if let Some(children) = children_line(machine, i) {
+            let _ = writeln!(out, "    {}: {} {children}", phase.name, phase.name);
+        }
     }
     for edge in &machine.edges {
         let (from, to) = (
@@ -81,6 +105,11 @@ pub fn dot(machine: &Machine, kind: &str) -> String {
         let mut attrs = Vec::new();
         if i == machine.initial {
             attrs.push("penwidth=2");
+        }
+        let label;
+        if children_line(machine, i).is_some() {
+            label = format!("label=\"{}\"", dot_label(machine, i));
+            attrs.push(&label);
         }
         let fill;
         if phase.terminal {
@@ -275,5 +304,32 @@ mod tests {
         assert_eq!(millis(600_000), "10m");
         assert_eq!(millis(5_400_000), "1h30m");
         assert_eq!(millis(1_500), "1s500ms");
+    }
+
+    #[test]
+    fn the_pictures_show_each_phases_children() {
+        let machine = crate::validate::tests_support::machine(
+            "phases(Pending(initial), Running, Done(terminal)), \
+             children(seed(type = Secret, phases(Pending, Running)), db(type = StatefulSet, phases(Running))), \
+             transitions(Pending -> Running, Running -> Done)",
+        );
+        let mermaid = mermaid(&machine);
+        assert!(
+            mermaid.contains("    Pending: Pending [seed]\n"),
+            "{mermaid}"
+        );
+        assert!(
+            mermaid.contains("    Running: Running [seed, db]\n"),
+            "{mermaid}"
+        );
+        assert!(!mermaid.contains("Done: "), "{mermaid}");
+        let dot = dot(&machine, "K");
+        assert!(
+            dot.contains("    Running [label=\"Running\\n[seed, db]\"];\n"),
+            "{dot}"
+        );
+        assert!(dot.contains("    Done [peripheries=2"), "{dot}");
+        let svg = crate::picture::svg(&dot).expect("drawn");
+        assert!(svg.contains("[seed, db]"), "the children are drawn");
     }
 }
