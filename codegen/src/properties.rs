@@ -10,13 +10,16 @@ use crate::lower::{self, Target};
 use crate::read::{from_yaml, yaml};
 use crate::{emit, validate};
 
-const SEEDS: [&str; 2] = [
+mod children;
+
+const SEEDS: [&str; 3] = [
     include_str!("../../specs/database.yaml"),
     include_str!("../../specs/pipeline.yaml"),
+    include_str!("../../specs/migration.yaml"),
 ];
 
 /// Text fragments that spec mistakes are made of.
-const FRAGMENTS: [&str; 24] = [
+const FRAGMENTS: [&str; 31] = [
     ":",
     "-",
     "{",
@@ -41,6 +44,13 @@ const FRAGMENTS: [&str; 24] = [
     "&anchor",
     "*anchor",
     "é",
+    "children: ",
+    "after: [db]",
+    "from: db.ready",
+    "from: ghost.Complete",
+    "phases: [Nowhere]",
+    "onLeave: ",
+    "type: ",
 ];
 
 /// One edit of the text.

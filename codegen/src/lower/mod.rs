@@ -10,7 +10,7 @@ use crate::model::{Machine, Trigger};
 use crate::names::to_snake;
 use crate::picture::Pictures;
 
-mod children;
+pub(crate) mod children;
 mod illegal;
 
 pub use children::LoweredChild;
