@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use kube_fsm_testkit::cluster::{self, eventually};
 use kube_fsm_testkit::example;
 use serde_json::json;
@@ -104,9 +104,31 @@ async fn wait_phase(api: &Api<DynamicObject>, name: &str, phase: &str) {
     })
     .await;
     if reached.is_none() {
-        // What it says of itself, for the reader of a failure.
-        let status = api.get(name).await.map(|o| o.data["status"].clone());
-        panic!("{name} did not reach {phase}; its status: {status:?}");
+        // What it says of itself and what its Events say (a step that keeps failing warns),
+        // and who wrote its status last, for the reader of a failure.
+        let object = api.get(name).await;
+        let status = object.as_ref().map(|o| o.data["status"].clone());
+        let writers: Vec<String> = (object.iter().flat_map(|o| o.managed_fields()))
+            .map(|f| format!("{:?} {:?} {:?}", f.manager, f.subresource, f.time))
+            .collect();
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(
+            api.clone().into_client(),
+            object
+                .as_ref()
+                .ok()
+                .and_then(|o| o.namespace())
+                .as_deref()
+                .unwrap_or("default"),
+        );
+        let about = ListParams::default().fields(&format!("involvedObject.name={name}"));
+        let said: Vec<String> = (events.list(&about).await.into_iter())
+            .flat_map(|list| list.items)
+            .map(|e| format!("{:?} {:?}: {:?}", e.type_, e.reason, e.message))
+            .collect();
+        panic!(
+            "{name} did not reach {phase}; its status: {status:?}; written by {writers:?}; its \
+             Events: {said:#?}"
+        );
     }
 }
 

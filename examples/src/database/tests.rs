@@ -108,11 +108,11 @@ async fn provisioning_applies_the_workload_and_waits_for_what_the_controllers_re
     assert_eq!(
         *seen.lock().expect("log"),
         [
-            "PATCH /api/v1/namespaces/ns/secrets/db-credentials",
+            "POST /api/v1/namespaces/ns/secrets",
             "PATCH /api/v1/namespaces/ns/services/db",
             "PATCH /apis/apps/v1/namespaces/ns/statefulsets/db",
         ],
-        "three server-side applies"
+        "the `apply: once` Secret created, the others server-side applied"
     );
 }
 

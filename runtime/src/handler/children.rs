@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client};
 use serde::Serialize;
@@ -128,29 +128,8 @@ impl<K: StateMachine> Step<K> {
     where
         C: Watched + Serialize,
     {
-        let owner = self.object.as_owner.clone().ok_or(ContextError::NoOwner)?;
-        let meta = child.meta_mut();
-        if meta.namespace.is_none() {
-            meta.namespace.clone_from(&self.object.namespace);
-        }
-        // Kubernetes garbage-collects a child whose owner is in another namespace (as
-        // absent): applying one would create it again on every step.
-        if let Some(owner_namespace) = &self.object.namespace
-            && meta.namespace.as_ref() != Some(owner_namespace)
-        {
-            return Err(ContextError::ForeignNamespace {
-                child: meta.namespace.clone().unwrap_or_default(),
-                owner: owner_namespace.clone(),
-            });
-        }
-        let references = meta.owner_references.get_or_insert_with(Vec::new);
-        references.retain(|r| r.uid != owner.uid);
-        references.push(owner);
-        if let Some((label, shard)) = &self.object.shard_label {
-            // The owner's replica watches only its shards' children.
-            let labels = meta.labels.get_or_insert_with(Default::default);
-            labels.insert(label.clone(), shard.clone());
-        }
+        self.own(&mut child)?;
+        let meta = child.meta();
         let name = meta.name.clone().unwrap_or_default();
         let namespace = meta.namespace.clone();
         let desired = applied_fields(&child)?;
@@ -175,6 +154,65 @@ impl<K: StateMachine> Step<K> {
             cache.remember(written.clone());
         }
         Ok(Applied::Written(written))
+    }
+
+    /// Makes `child` this object's: its namespace (when unset), this object as its controller
+    /// owner, and its owner's shard label when sharded.
+    fn own<C: Watched>(&self, child: &mut C) -> Result<(), ContextError> {
+        let owner = self.object.as_owner.clone().ok_or(ContextError::NoOwner)?;
+        let meta = child.meta_mut();
+        if meta.namespace.is_none() {
+            meta.namespace.clone_from(&self.object.namespace);
+        }
+        // Kubernetes garbage-collects a child whose owner is in another namespace (as
+        // absent): applying one would create it again on every step.
+        if let Some(owner_namespace) = &self.object.namespace
+            && meta.namespace.as_ref() != Some(owner_namespace)
+        {
+            return Err(ContextError::ForeignNamespace {
+                child: meta.namespace.clone().unwrap_or_default(),
+                owner: owner_namespace.clone(),
+            });
+        }
+        let references = meta.owner_references.get_or_insert_with(Vec::new);
+        references.retain(|r| r.uid != owner.uid);
+        references.push(owner);
+        if let Some((label, shard)) = &self.object.shard_label {
+            // The owner's replica watches only its shards' children.
+            let labels = meta.labels.get_or_insert_with(Default::default);
+            labels.insert(label.clone(), shard.clone());
+        }
+        Ok(())
+    }
+
+    /// Creates `child` (made this object's as by [`Step::apply`]) unless an object of its name
+    /// exists, which is then read and returned as it is, never written: an `apply: once`
+    /// child is made once even when the cache does not hold it yet (another replica made it
+    /// a moment ago) or holds it outside the watch's selection (someone made it by hand).
+    pub(crate) async fn create_once<C>(&self, mut child: C) -> Result<C, ContextError>
+    where
+        C: Watched + Serialize,
+    {
+        self.own(&mut child)?;
+        let name = child.meta().name.clone().unwrap_or_default();
+        let api: Api<C> = C::api_in(self.client().clone(), child.meta().namespace.as_deref());
+        let params = PostParams {
+            field_manager: Some(self.context.field_manager().to_owned()),
+            ..PostParams::default()
+        };
+        self.context.pace().write().await;
+        match fenced(api.create(&params, &child)).await? {
+            Ok(created) => {
+                if let Ok(cache) = self.context.cache::<C>() {
+                    cache.remember(created.clone());
+                }
+                Ok(created)
+            }
+            Err(kube::Error::Api(status)) if status.is_already_exists() => {
+                Ok(api.get(&name).await?)
+            }
+            Err(err) => Err(err.into()),
+        }
     }
 
     /// Deletes the object `name` of `C` in the object's namespace (in the background: its own

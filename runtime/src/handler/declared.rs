@@ -67,18 +67,22 @@ impl<K: StateMachine> Step<K> {
             self.seen[index] = Some(Seen::Waiting(waiting));
             return Ok(false);
         }
-        if data.once
-            && let Some(existing) = self.declared_existing::<C>(data)?.into_iter().next()
-        {
-            self.observe(index, &*existing)?;
-            return Ok(false);
+        if data.once {
+            // Its own, or one of its default name that someone else made: never written.
+            let named = || self.child::<C>(&default_name(&self.object.reference.name, data.name));
+            let existing = self.declared_existing::<C>(data)?.into_iter().next();
+            if let Some(existing) = existing.map_or_else(named, |e| Ok(Some(e)))? {
+                self.observe(index, &*existing)?;
+                return Ok(false);
+            }
         }
         Ok(true)
     }
 
     /// Applies declared child `index` as its builder made it: named `{object}-{child}` (`_` as
     /// `-`) unless the builder named it, labelled with [`CHILD_LABEL`], owned by the object,
-    /// through [`Step::apply`] (no request when the cache already holds it).
+    /// through [`Step::apply`] (no request when the cache already holds it); an `apply: once`
+    /// child is created instead, and one that exists by its name is read, not written.
     ///
     /// # Errors
     ///
@@ -96,6 +100,10 @@ impl<K: StateMachine> Step<K> {
         }
         (meta.labels.get_or_insert_with(Default::default))
             .insert(CHILD_LABEL.to_owned(), data.name.to_owned());
+        if data.once {
+            let made = self.create_once(child).await?;
+            return self.observe(index, &made);
+        }
         match self.apply(child).await? {
             Applied::Unchanged(cached) => self.observe(index, &*cached),
             Applied::Written(written) => self.observe(index, &written),

@@ -392,3 +392,52 @@ async fn a_declared_childs_life_follows_the_spec_from_its_first_step_to_its_owne
     );
     running.stop().await;
 }
+
+/// An `apply: once` child whose object exists before the engine's first step — made by a
+/// person, or by the other replica a moment ago, so that it is not among this step's owned
+/// children — is never written: not created again, not updated, its data kept.
+#[tokio::test]
+async fn an_apply_once_child_that_already_exists_is_never_written() {
+    let test = "children::apply_once_existing";
+    let Some((client, ns)) = control_plane(test, "cp-once").await else {
+        return;
+    };
+    cluster::install_crd(&client, kube_fsm::crd::<Chore>()).await;
+    let api: Api<Chore> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let made = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("laundry-seed".into()),
+            ..Default::default()
+        },
+        string_data: Some(BTreeMap::from([("seed".to_owned(), "by hand".to_owned())])),
+        ..Secret::default()
+    };
+    let made = secrets
+        .create(&PostParams::default(), &made)
+        .await
+        .expect("the seed, made by hand");
+    let running = Running::spawn(
+        Operator::<Chore, Chores>::new(client.clone(), Chores).namespace(ns.clone()),
+    );
+    api.create(&PostParams::default(), &chore("laundry", "from the spec"))
+        .await
+        .expect("create");
+    // The seed's turn is in the first step, beside the worker's: once a step has written the
+    // status, it has come and gone.
+    let stepped = eventually(Duration::from_secs(30), || async {
+        let chore = api.get("laundry").await.ok()?;
+        chore.status?.machine.condition("WorkerReady").map(|_| ())
+    })
+    .await;
+    assert!(stepped.is_some(), "a step ran");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seed = secrets.get("laundry-seed").await.expect("the seed");
+    assert_eq!(
+        seed.resource_version(),
+        made.resource_version(),
+        "never written: {:?}",
+        seed.managed_fields()
+    );
+    running.stop().await;
+}
