@@ -182,4 +182,5 @@ async fn a_declared_job_is_applied_by_the_engine_and_its_conditions_become_the_m
     running.stop().await;
 }
 
+mod database;
 mod lifecycle;
