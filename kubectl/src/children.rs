@@ -21,11 +21,20 @@ pub async fn read(client: &Client, machine: &Description, object: &Value) -> Fou
     };
     let mut found = Vec::new();
     for child in &machine.children {
-        // A description written before children's kinds were recorded cannot be looked up.
-        if !child.phases.iter().any(|p| p == phase) || child.kind.is_empty() {
+        if !child.phases.iter().any(|p| p == phase) {
             continue;
         }
-        found.push((child.name.clone(), owned(client, child, &stored).await));
+        let objects = if child.kind.is_empty() {
+            // A description written before children's kinds were recorded.
+            Err(
+                "the CRD's machine description does not name its kind; install the CRD this \
+                 operator's `crd` command writes"
+                    .to_owned(),
+            )
+        } else {
+            owned(client, child, &stored).await
+        };
+        found.push((child.name.clone(), objects));
     }
     found
 }
