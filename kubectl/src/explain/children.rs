@@ -44,6 +44,9 @@ pub fn lines(machine: &Description, phase: &str, found: &Found, now: Timestamp) 
         Some(Ok(objects)) => objects.first().map(|object| Observed::of(object, now)),
         _ => None,
     };
+    let ready = |child: &ChildDescription| {
+        observed(child).is_some_and(|o| o.is_ready(child.ready_when.as_deref()))
+    };
     let in_phase = |child: &&ChildDescription| child.phases.iter().any(|p| p == phase);
     (machine.children.iter().filter(in_phase))
         .map(|child| {
@@ -64,12 +67,7 @@ pub fn lines(machine: &Description, phase: &str, found: &Found, now: Timestamp) 
             }
             let Some(seen) = observed(child) else {
                 let waits: Vec<String> = (child.after.iter())
-                    .filter(|a| {
-                        let after = machine.children.iter().find(|c| &c.name == *a);
-                        !after.and_then(observed).is_some_and(|o| {
-                            o.is_ready(after.and_then(|c| c.ready_when.as_deref()))
-                        })
-                    })
+                    .filter(|a| !(machine.children.iter()).any(|c| &c.name == *a && ready(c)))
                     .map(|a| format!("`{a}`"))
                     .collect();
                 let says = if waits.is_empty() {

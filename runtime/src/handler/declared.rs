@@ -69,9 +69,11 @@ impl<K: StateMachine> Step<K> {
         }
         if data.once {
             // Its own, or one of its default name that someone else made: never written.
-            let named = || self.child::<C>(&default_name(&self.object.reference.name, data.name));
-            let existing = self.declared_existing::<C>(data)?.into_iter().next();
-            if let Some(existing) = existing.map_or_else(named, |e| Ok(Some(e)))? {
+            let existing = match self.declared_existing::<C>(data)?.into_iter().next() {
+                Some(own) => Some(own),
+                None => self.child::<C>(&default_name(&self.object.reference.name, data.name))?,
+            };
+            if let Some(existing) = existing {
                 self.observe(index, &*existing)?;
                 return Ok(false);
             }

@@ -4,15 +4,12 @@
 //! kind, seen by watches started before the Database was created.
 
 use std::sync::{Arc, Mutex};
-
-use futures::StreamExt;
-use k8s_openapi::api::apps::v1::StatefulSet;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ResourceQuota, Secret};
+use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use kube::runtime::watcher;
-use kube::{Api, ResourceExt};
 use kube_fsm_examples::database::{self, Database};
 use kube_fsm_testkit::cluster::{self, eventually, wait_phase};
 use kube_fsm_testkit::operator::Running;
@@ -20,46 +17,12 @@ use kube_fsm_testkit::workload;
 use serde_json::json;
 
 use super::super::control_plane::control_plane;
+use super::lifecycle::record;
 
-/// The revision each object of `api` was first seen at, by name, from a watch that has
-/// listed what was there before this returns.
-async fn first_seen<K>(api: Api<K>) -> Arc<Mutex<Vec<(String, u64)>>>
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    let seen: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
-    let (listed, ready) = tokio::sync::oneshot::channel();
-    let record = seen.clone();
-    tokio::spawn(async move {
-        let mut listed = Some(listed);
-        let mut events = watcher(api, watcher::Config::default()).boxed();
-        while let Some(Ok(event)) = events.next().await {
-            match event {
-                watcher::Event::InitDone => {
-                    if let Some(listed) = listed.take() {
-                        let _ = listed.send(());
-                    }
-                }
-                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                    let revision = (object.resource_version())
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0);
-                    let mut seen = record.lock().expect("lock");
-                    if !seen.iter().any(|(name, _)| *name == object.name_any()) {
-                        seen.push((object.name_any(), revision));
-                    }
-                }
-                _ => {}
-            }
-        }
-    });
-    ready.await.expect("the watch lists");
-    seen
-}
-
-fn revision(seen: &Mutex<Vec<(String, u64)>>, name: &str) -> Option<u64> {
+/// The revision at which `line` (`"{kind} {name} {what}"`) was seen, if it was.
+fn revision(seen: &Mutex<Vec<(u64, String)>>, line: &str) -> Option<u64> {
     let seen = seen.lock().expect("lock");
-    seen.iter().find(|(n, _)| n == name).map(|(_, r)| *r)
+    seen.iter().find(|(_, l)| l == line).map(|(r, _)| *r)
 }
 
 #[tokio::test]
@@ -70,8 +33,19 @@ async fn the_statefulset_waits_for_its_secret_to_exist() {
     };
     cluster::install_crd(&client, database::crd()).await;
     let api: Api<Database> = Api::namespaced(client.clone(), &ns);
-    let secrets = first_seen(Api::<Secret>::namespaced(client.clone(), &ns)).await;
-    let sets = first_seen(Api::<StatefulSet>::namespaced(client.clone(), &ns)).await;
+    let seen: Arc<Mutex<Vec<(u64, String)>>> = Arc::default();
+    record(
+        Api::<Secret>::namespaced(client.clone(), &ns),
+        "secret",
+        seen.clone(),
+    )
+    .await;
+    record(
+        Api::<StatefulSet>::namespaced(client.clone(), &ns),
+        "sts",
+        seen.clone(),
+    )
+    .await;
     // No Secret may be made in the namespace: the quota controller has counted it.
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
     let quota = serde_json::from_value(json!({
@@ -104,7 +78,7 @@ async fn the_statefulset_waits_for_its_secret_to_exist() {
         sts.get_opt("orders").await.expect("get").is_none(),
         "no StatefulSet while its Secret cannot be made"
     );
-    assert!(revision(&secrets, "orders-credentials").is_none());
+    assert!(revision(&seen, "secret orders-credentials created").is_none());
 
     // The quota goes: the Secret is made, then the StatefulSet, and the Database runs.
     quotas
@@ -112,8 +86,8 @@ async fn the_statefulset_waits_for_its_secret_to_exist() {
         .await
         .expect("delete the quota");
     wait_phase(&api, "orders", "Running").await;
-    let secret = revision(&secrets, "orders-credentials").expect("its Secret was seen");
-    let set = revision(&sets, "orders").expect("its StatefulSet was seen");
+    let secret = revision(&seen, "secret orders-credentials created").expect("its Secret was seen");
+    let set = revision(&seen, "sts orders created").expect("its StatefulSet was seen");
     assert!(
         secret < set,
         "the Secret (revision {secret}) is stored before the StatefulSet that waits for it \

@@ -131,8 +131,9 @@ async fn note_text(maps: &Api<ConfigMap>, name: &str) -> Option<String> {
 /// What a watch of `api` saw, as `(revision, "{kind} {name} {what}")`, each line once: `created`
 /// (its first event), `ready` (its first with a `Ready` condition True), `terminating` and
 /// `gone`. The revisions are etcd's, one sequence for every kind, so events of different
-/// watches can be put in the order they were stored in.
-fn record<K>(api: Api<K>, kind: &'static str, seen: Arc<Mutex<Vec<(u64, String)>>>)
+/// watches can be put in the order they were stored in. Returns once the watch has listed
+/// what was there, so that what is made afterwards is seen from its creation.
+pub(super) async fn record<K>(api: Api<K>, kind: &'static str, seen: Arc<Mutex<Vec<(u64, String)>>>)
 where
     K: kube::Resource
         + Clone
@@ -142,13 +143,21 @@ where
         + Send
         + 'static,
 {
+    let (listed, ready) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
+        let mut listed = Some(listed);
         let mut events = watcher(api, watcher::Config::default()).boxed();
         while let Some(Ok(event)) = events.next().await {
             let (object, gone) = match event {
-                watcher::Event::Apply(o) => (o, false),
+                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => (o, false),
                 watcher::Event::Delete(o) => (o, true),
-                _ => continue,
+                watcher::Event::InitDone => {
+                    if let Some(listed) = listed.take() {
+                        let _ = listed.send(());
+                    }
+                    continue;
+                }
+                watcher::Event::Init => continue,
             };
             let value = serde_json::to_value(&object).unwrap_or_default();
             let ready = (value
@@ -179,6 +188,7 @@ where
             }
         }
     });
+    ready.await.expect("the watch lists");
 }
 
 #[tokio::test]
@@ -350,9 +360,9 @@ async fn a_declared_childs_life_follows_the_spec_from_its_first_step_to_its_owne
     // is ready; deleted while working, the note goes before the worker, the worker before
     // the finalizer.
     let seen = Arc::new(Mutex::new(Vec::new()));
-    record(api.clone(), "chore", seen.clone());
-    record(pods.clone(), "pod", seen.clone());
-    record(maps.clone(), "map", seen.clone());
+    record(api.clone(), "chore", seen.clone()).await;
+    record(pods.clone(), "pod", seen.clone()).await;
+    record(maps.clone(), "map", seen.clone()).await;
     api.create(&PostParams::default(), &chore("laundry", "fold"))
         .await
         .expect("create");
