@@ -42,7 +42,7 @@ use clap::{CommandFactory, FromArgMatches};
 use args::{Cli, Command};
 pub use args::{LogFormat, Register, RunArgs};
 use machine::Entry;
-pub use machine::Machine;
+pub use machine::{AnyMachine, Machine};
 
 use kube_fsm::Operator;
 use kube_fsm::Reconcilable;
@@ -105,14 +105,11 @@ impl App {
         self.machine_with(Machine::new(build))
     }
 
-    /// Adds `machine` (with a CRD of several versions, or conversions).
+    /// Adds `machine`: a [`Machine`] (with a CRD of several versions, or conversions), or an
+    /// [`AnyMachine`] a library built (so that the binary does not compile the engine again).
     #[must_use]
-    pub fn machine_with<K, H>(mut self, machine: Machine<K, H>) -> Self
-    where
-        K: Reconcilable<H> + kube::CustomResourceExt,
-        H: Send + Sync + 'static,
-    {
-        self.machines.push(Box::new(machine));
+    pub fn machine_with(mut self, machine: impl Into<AnyMachine>) -> Self {
+        self.machines.push(machine.into().0);
         self
     }
 

@@ -65,6 +65,43 @@ where
     }
 }
 
+/// A [`Machine`] with its types erased: what [`App::machine_with`](super::App::machine_with)
+/// holds. Converting a `Machine<K, H>` into it compiles the engine's code for `K` and `H` where
+/// the conversion is written. Written in the library that defines the machine (a function
+/// returning `AnyMachine`), the operator's binary compiles none of the engine again: an
+/// optimized build instantiates generic code once per crate, so the engine would otherwise be
+/// compiled into both the library and the binary.
+///
+/// ```no_run
+/// # fn demo<K, H>(handlers: fn() -> H) -> kube_fsm_app::AnyMachine
+/// # where K: kube_fsm::Reconcilable<H> + kube::CustomResourceExt, H: Send + Sync + 'static {
+/// use kube_fsm::Operator;
+/// use kube_fsm_app::{AnyMachine, Machine};
+///
+/// // in the library, beside the handlers:
+/// Machine::new(move |client| Operator::<K, H>::new(client, handlers())).into()
+/// # }
+/// ```
+pub struct AnyMachine(pub(crate) Box<dyn Entry>);
+
+impl std::fmt::Debug for AnyMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnyMachine")
+            .field("kind", &self.0.kind())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, H> From<Machine<K, H>> for AnyMachine
+where
+    K: Reconcilable<H> + CustomResourceExt,
+    H: Send + Sync + 'static,
+{
+    fn from(machine: Machine<K, H>) -> Self {
+        AnyMachine(Box::new(machine))
+    }
+}
+
 /// A machine, its types erased.
 pub(crate) trait Entry {
     /// The kind.

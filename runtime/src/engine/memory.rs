@@ -105,6 +105,29 @@ pub(crate) struct Intent<P> {
     pub stayed: Option<std::time::Duration>,
 }
 
+/// An entry of [`Memory`], for the time of one [`Memory::with`].
+enum Held<'a, K: Resource, P> {
+    /// Remembered: the locked map, the entry's UID, and its key for a new entry.
+    Kept(
+        MutexGuard<'a, HashMap<String, Entry<K, P>>>,
+        &'a str,
+        ObjectRef<K>,
+    ),
+    /// Not remembered (an object without a UID).
+    Throwaway(Box<Entry<K, P>>),
+}
+
+impl<K: Resource<DynamicType = ()>, P> Held<'_, K, P> {
+    fn entry(&mut self) -> &mut Entry<K, P> {
+        match self {
+            Held::Kept(entries, uid, key) => entries
+                .entry((*uid).to_owned())
+                .or_insert_with(|| Entry::new(key.clone())),
+            Held::Throwaway(entry) => entry,
+        }
+    }
+}
+
 /// The per-object memory of one controller.
 pub(crate) struct Memory<K: Resource, P> {
     entries: Mutex<HashMap<String, Entry<K, P>>>,
@@ -125,13 +148,20 @@ impl<K: Resource<DynamicType = ()>, P> Memory<K, P> {
 
     /// Runs `f` on the entry of `object`, creating it if needed. Objects without a UID (never
     /// stored) are not remembered: `f` sees a throwaway entry.
+    ///
+    /// Only the call of `f` is compiled per closure; the lookup ([`Memory::hold`]) once per
+    /// memory (this is called from about thirty places in the engine).
     pub fn with<R>(&self, object: &K, f: impl FnOnce(&mut Entry<K, P>) -> R) -> R {
+        f(self.hold(object).entry())
+    }
+
+    /// The entry of `object`, held under the lock (or a throwaway one, without a UID).
+    fn hold<'a>(&'a self, object: &'a K) -> Held<'a, K, P> {
         let key = ObjectRef::from_obj(object);
-        let Some(uid) = object.meta().uid.clone() else {
-            return f(&mut Entry::new(key));
-        };
-        let mut entries = self.lock();
-        f(entries.entry(uid).or_insert_with(|| Entry::new(key)))
+        match object.meta().uid.as_deref() {
+            Some(uid) => Held::Kept(self.lock(), uid, key),
+            None => Held::Throwaway(Box::new(Entry::new(key))),
+        }
     }
 
     /// Reads the entry of `object`, if there is one, without creating it.
