@@ -95,7 +95,9 @@ impl App {
         }
     }
 
-    /// Adds the machine whose operator `build` makes from the client.
+    /// Adds the machine whose operator `build` makes from the client. The engine for it is
+    /// compiled where this is called; a library that defines the machine can return an
+    /// [`AnyMachine`] for [`App::machine_with`] instead, so the binary does not compile it again.
     #[must_use]
     pub fn machine<K, H>(self, build: impl Fn(kube::Client) -> Operator<K, H> + 'static) -> Self
     where
